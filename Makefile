@@ -1,0 +1,156 @@
+# libtilekern - GNU make, no configure step.  See README.md.
+
+CC      ?= cc
+CXX     ?= c++
+PYTHON  ?= python3
+PREFIX  ?= /usr/local
+DESTDIR ?=
+libdir     ?= $(PREFIX)/lib
+includedir ?= $(PREFIX)/include
+mandir     ?= $(PREFIX)/share/man
+
+# Output folders: sanitizer and clang builds reuse the rules with other ones.
+B ?= build
+L ?= lib
+
+HDR := include/tilekern.h
+VMAJOR := $(shell sed -n 's/^\#define TK_VERSION_MAJOR \([0-9]*\)$$/\1/p' $(HDR))
+VMINOR := $(shell sed -n 's/^\#define TK_VERSION_MINOR \([0-9]*\)$$/\1/p' $(HDR))
+VPATCH := $(shell sed -n 's/^\#define TK_VERSION_PATCH \([0-9]*\)$$/\1/p' $(HDR))
+VERSION := $(VMAJOR).$(VMINOR).$(VPATCH)
+
+SONAME := libtilekern.so.$(VMAJOR)
+SOFILE := $(L)/libtilekern.so.$(VERSION)
+ALIB   := $(L)/libtilekern.a
+PCFILE := $(L)/libtilekern.pc
+
+WARN    := -Wall -Wextra -Wpedantic -Werror
+# No FMA contraction anywhere: the numeric contract is separately rounded ops.
+NUMERIC := -ffp-contract=off
+CFLAGS  ?= -O3 -g
+ALL_CFLAGS = -std=c11 $(WARN) $(NUMERIC) -D_POSIX_C_SOURCE=200809L -Iinclude $(SANFLAGS) $(CFLAGS)
+LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden
+LDLIBS := -lm
+TEST_LIBS := -lpthread
+
+SRC  := $(sort $(wildcard src/*.c))
+OBJ  := $(SRC:src/%.c=$(B)/obj/%.o)
+TESTS := $(patsubst tests/%.c,$(B)/tests/%,$(sort $(wildcard tests/test_*.c)))
+EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(sort $(wildcard bench/*.c)))
+MAN3 := $(sort $(wildcard man/man3/*.3))
+MAN7 := $(sort $(wildcard man/man7/*.7))
+
+# Link test and example programs against the shared library in $(L).
+RPATH = -Wl,-rpath,$(abspath $(L))
+CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
+
+.PHONY: all examples check run bench install uninstall clean lint-man abi-check \
+        abi-baseline sanitize deps tests clang-build
+.SUFFIXES:
+.DELETE_ON_ERROR:
+
+all: $(SOFILE) $(L)/$(SONAME) $(L)/libtilekern.so $(ALIB) $(PCFILE)
+
+$(B)/obj/%.o: src/%.c src/internal.h $(HDR) | $(B)/obj
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(SOFILE): $(OBJ) src/libtilekern.map | $(L)
+	$(CC) $(LIB_CFLAGS) -shared -Wl,-soname,$(SONAME) \
+	    -Wl,--version-script=src/libtilekern.map -Wl,--no-undefined \
+	    -o $@ $(OBJ) $(LDLIBS)
+
+$(L)/$(SONAME): $(SOFILE)
+	ln -sf $(notdir $(SOFILE)) $@
+$(L)/libtilekern.so: $(L)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(ALIB): $(OBJ) | $(L)
+	rm -f $@
+	$(AR) rcs $@ $(OBJ)
+
+$(PCFILE): src/libtilekern.pc.in $(HDR) | $(L)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(libdir)|g' \
+	    -e 's|@INCLUDEDIR@|$(includedir)|g' -e 's|@VERSION@|$(VERSION)|g' $< >$@
+
+$(B)/obj $(B)/tests $(B)/examples $(B)/bench $(L):
+	mkdir -p $@
+
+# --- programs --------------------------------------------------------------
+
+$(B)/tests/%: tests/%.c tests/tk_test.h $(HDR) $(L)/$(SONAME) | $(B)/tests
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< -L$(L) -ltilekern $(RPATH) $(CRITERION_LIBS) $(TEST_LIBS) $(LDLIBS)
+
+$(B)/examples/%: examples/%.c $(HDR) $(L)/$(SONAME) | $(B)/examples
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(L) -ltilekern $(RPATH) $(LDLIBS)
+
+# Benchmarks link the static library and build with -O3 like the baselines
+# they compare against; never installed.
+$(B)/bench/%: bench/%.c bench/bench.h $(HDR) $(ALIB) | $(B)/bench
+	$(CC) $(ALL_CFLAGS) -O3 -Ibench -o $@ $< $(ALIB) $(LDLIBS)
+
+examples: $(EXAMPLES)
+tests: $(TESTS) $(EXAMPLES)
+
+# --- the two README commands -------------------------------------------------
+
+run: examples
+	$(B)/examples/audit
+
+check: deps
+	@$(MAKE) --no-print-directory tests
+	@tools/check "$(B)" "$(L)" "$(TESTS)"
+
+deps:
+	@tools/deps
+
+# --- quality gates ------------------------------------------------------------
+
+lint-man:
+	mandoc -T lint -W warning $(MAN3) $(MAN7)
+	@tools/man-check $(L)/$(SONAME)
+
+abi-check: all
+	@tools/abi-check $(L)/$(SONAME)
+
+abi-baseline: all
+	abidw --no-corpus-path --headers-dir include --out-file tests/abi/libtilekern.abi $(L)/$(SONAME)
+
+sanitize:
+	@$(MAKE) --no-print-directory B=build/san L=build/san/lib \
+	    SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	    CFLAGS="-O1 -g" tests
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tools/check build/san build/san/lib "$(patsubst $(B)/%,build/san/%,$(TESTS))" --tests-only
+
+clang-build:
+	@$(MAKE) --no-print-directory CC=clang B=build/clang L=build/clang/lib all
+
+bench: $(BENCHES)
+	@for b in $(BENCHES); do $$b || exit 1; done
+
+# --- install -------------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(libdir)/pkgconfig $(DESTDIR)$(includedir) \
+	    $(DESTDIR)$(mandir)/man3 $(DESTDIR)$(mandir)/man7
+	install -m 644 $(HDR) $(DESTDIR)$(includedir)/tilekern.h
+	install -m 755 $(SOFILE) $(DESTDIR)$(libdir)/
+	ln -sf $(notdir $(SOFILE)) $(DESTDIR)$(libdir)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libtilekern.so
+	install -m 644 $(ALIB) $(DESTDIR)$(libdir)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(libdir)|g' \
+	    -e 's|@INCLUDEDIR@|$(includedir)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    src/libtilekern.pc.in >$(DESTDIR)$(libdir)/pkgconfig/tilekern.pc
+	install -m 644 $(MAN3) $(DESTDIR)$(mandir)/man3/
+	install -m 644 $(MAN7) $(DESTDIR)$(mandir)/man7/
+
+uninstall:
+	rm -f $(DESTDIR)$(includedir)/tilekern.h \
+	    $(DESTDIR)$(libdir)/libtilekern.so* $(DESTDIR)$(libdir)/libtilekern.a \
+	    $(DESTDIR)$(libdir)/pkgconfig/tilekern.pc
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man3/,$(notdir $(MAN3))) \
+	    $(addprefix $(DESTDIR)$(mandir)/man7/,$(notdir $(MAN7)))
+
+clean:
+	rm -rf build lib report

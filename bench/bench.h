@@ -1,0 +1,53 @@
+/* bench.h - timing helpers for `make bench`: interleaved runs, medians,
+ * results printed as `name: ratio` against a baseline timed in the same run. */
+#ifndef TK_BENCH_H
+#define TK_BENCH_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int bench_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of n samples (sorts in place). */
+static inline double bench_median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, bench_cmp);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+typedef void (*bench_fn)(void *ctx);
+
+/* Time `n_fns` functions interleaved (fn0, fn1, ..., fn0, fn1, ...) for
+ * `reps` rounds after one warm-up each; medians land in med[]. */
+static inline void bench_interleaved(bench_fn *fns, void **ctx, int n_fns,
+                                     int reps, double *med)
+{
+    double *s = calloc((size_t)(n_fns * reps), sizeof *s);
+    if (!s) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
+    for (int f = 0; f < n_fns; f++)
+        fns[f](ctx[f]);
+    for (int r = 0; r < reps; r++)
+        for (int f = 0; f < n_fns; f++) {
+            double t0 = bench_now();
+            fns[f](ctx[f]);
+            s[f * reps + r] = bench_now() - t0;
+        }
+    for (int f = 0; f < n_fns; f++)
+        med[f] = bench_median(s + f * reps, reps);
+    free(s);
+}
+
+#endif

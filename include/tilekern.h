@@ -1,0 +1,332 @@
+/*
+ * tilekern.h - libtilekern public interface.
+ *
+ * libtilekern helps kernel engineers show that a custom compute kernel is
+ * correct across shapes and dtypes: it maps logical shapes onto blocks,
+ * runs elementwise or blockwise bodies on the host under an explicit numeric
+ * contract (promote stored inputs to f32, compute, cast once), and audits any
+ * implementation against two references kept apart: a represented-input
+ * oracle (implementation error) and the original f32 data (precision gap).
+ *
+ * Conventions (see tilekern(7)):
+ *  - every function returning int returns TK_OK (0) or a negative TK_E* code;
+ *  - a failed call sets *out to NULL, leaves every caller-visible buffer
+ *    untouched and records a message for tk_last_error_message();
+ *  - handles are opaque; every create has a destroy that accepts NULL;
+ *  - sizes are int64_t and are checked for overflow before any allocation;
+ *  - the library never aborts, exits or prints.
+ */
+#ifndef TILEKERN_H
+#define TILEKERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The Makefile reads these three lines: keep their form. */
+#define TK_VERSION_MAJOR 0
+#define TK_VERSION_MINOR 1
+#define TK_VERSION_PATCH 0
+#define TK_VERSION_NUMBER \
+    (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
+
+#if defined(TK_BUILDING_LIBRARY) && defined(__GNUC__)
+#define TK_API __attribute__((visibility("default")))
+#else
+#define TK_API
+#endif
+
+/*====================================================================
+ * Status model
+ *====================================================================*/
+
+/* Values are pinned forever. */
+#define TK_OK 0
+#define TK_EINVAL -1      /* invalid argument (NULL, bad enum, bad block) */
+#define TK_ENOMEM -2      /* allocation failed */
+#define TK_EOVERFLOW -3   /* a size computation overflows */
+#define TK_ESHAPE -4      /* shapes empty or disagreeing */
+#define TK_EDTYPE -5      /* unsupported or mismatched dtype */
+#define TK_ELAYOUT -6     /* block/stride/tail strategy not legal here */
+#define TK_ERANGE -7      /* parameter value outside its legal range */
+#define TK_ECAPACITY -8   /* does not fit the on-chip memory limit */
+#define TK_ERACE -9       /* a pipeline hazard was detected */
+#define TK_ENOTARGET -10  /* a real target is required */
+#define TK_EMISMATCH -11  /* a comparison or audit found differences */
+#define TK_EIO -12        /* file could not be opened, read or written */
+#define TK_EFORMAT -13    /* file contents are malformed or unsupported */
+#define TK_ESTATE -14     /* call not valid in the handle's current state */
+#define TK_ECALLBACK -15  /* a user callback returned non-zero */
+
+TK_API unsigned tk_version_number(void);
+TK_API const char *tk_version_string(void);
+TK_API const char *tk_strerror(int status);
+TK_API const char *tk_status_name(int status);
+TK_API const char *tk_last_error_message(void);
+
+/* Legal range of any integer parameter of any handle. */
+TK_API int tk_param_bounds(int param, int64_t *lo, int64_t *hi);
+
+/*====================================================================
+ * Dtypes and bfloat16
+ *====================================================================*/
+
+#define TK_DTYPE_F32 1
+#define TK_DTYPE_BF16 2  /* stored as uint16_t bit patterns */
+#define TK_DTYPE_I32 3   /* storage only: kernels reject it */
+
+TK_API const char *tk_dtype_name(int dtype);   /* "float32", NULL if unknown */
+TK_API int64_t tk_dtype_size(int dtype);       /* bytes, 0 if unknown */
+
+/* f32 -> bf16: round to nearest even; NaN -> quiet NaN keeping the sign
+ * (0x7FC0/0xFFC0); +-Inf kept; overflow rounds to Inf; subnormals kept. */
+TK_API uint16_t tk_bf16_from_f32(float x);
+TK_API float tk_bf16_to_f32(uint16_t b);       /* exact */
+TK_API int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
+TK_API int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
+
+/* Units in the last place between a and b in dtype (F32 or BF16; for BF16
+ * both values are first represented in bf16).  +0 and -0 are 0 apart,
+ * crossing zero is counted through it, any NaN gives UINT64_MAX, as does an
+ * unknown dtype. */
+TK_API uint64_t tk_ulp_distance(int dtype, float a, float b);
+
+/*====================================================================
+ * tk_matrix: a 2-D row-major array of one dtype, owned or borrowed
+ *====================================================================*/
+
+typedef struct tk_matrix tk_matrix;
+
+TK_API int tk_matrix_create(tk_matrix **out, int dtype, int64_t rows,
+                            int64_t cols);
+TK_API int tk_matrix_wrap(tk_matrix **out, int dtype, int64_t rows,
+                          int64_t cols, int64_t row_stride, void *data);
+TK_API int tk_matrix_from_f32(tk_matrix **out, int dtype, int64_t rows,
+                              int64_t cols, const float *src,
+                              int64_t src_row_stride);
+TK_API int tk_matrix_to_f32(const tk_matrix *m, float *dst,
+                            int64_t dst_row_stride);
+TK_API int tk_matrix_load_npy(tk_matrix **out, const char *path);
+TK_API int tk_matrix_save_npy(const tk_matrix *m, const char *path);
+TK_API void tk_matrix_destroy(tk_matrix *m);
+TK_API int tk_matrix_dtype(const tk_matrix *m);           /* 0 for NULL */
+TK_API int64_t tk_matrix_rows(const tk_matrix *m);        /* 0 for NULL */
+TK_API int64_t tk_matrix_cols(const tk_matrix *m);        /* 0 for NULL */
+TK_API int64_t tk_matrix_row_stride(const tk_matrix *m);  /* elements */
+TK_API void *tk_matrix_data(const tk_matrix *m);
+
+/*====================================================================
+ * tk_tiling: logical shape -> grid of blocks, padding, tails
+ *====================================================================*/
+
+typedef struct tk_tiling tk_tiling;
+
+/* Parameters (tk_tiling_set / tk_tiling_get). */
+#define TK_TILING_TAIL 101             /* read-write: a TK_TAIL_* value */
+#define TK_TILING_GRID_ROWS 102        /* read-only from here on */
+#define TK_TILING_GRID_COLS 103
+#define TK_TILING_TILES 104
+#define TK_TILING_PADDED_ROWS 105
+#define TK_TILING_PADDED_COLS 106
+#define TK_TILING_PADDED_ELEMENTS 107  /* grid x block */
+#define TK_TILING_EXTRA_ELEMENTS 108   /* elements the tail strategy adds */
+#define TK_TILING_ROWS 109
+#define TK_TILING_COLS 110
+#define TK_TILING_BLOCK_ROWS 111
+#define TK_TILING_BLOCK_COLS 112
+
+/* Tail strategies. */
+#define TK_TAIL_PAD 1             /* materialized zero padding, then crop */
+#define TK_TAIL_MASK 2            /* default: edge tiles via one scratch block */
+#define TK_TAIL_SHIFT_INWARDS 3   /* edge tiles shifted back inside */
+
+TK_API int tk_tiling_create(tk_tiling **out, int64_t rows, int64_t cols,
+                            int64_t block_rows, int64_t block_cols);
+TK_API void tk_tiling_destroy(tk_tiling *t);
+TK_API int tk_tiling_set(tk_tiling *t, int param, int64_t value);
+TK_API int tk_tiling_get(const tk_tiling *t, int param, int64_t *value);
+TK_API int tk_tiling_tile(const tk_tiling *t, int64_t index, int64_t *row0,
+                          int64_t *col0, int64_t *rows, int64_t *cols);
+TK_API int tk_pad(const tk_tiling *t, const tk_matrix *src,
+                  tk_matrix **padded);
+TK_API int tk_crop(const tk_tiling *t, const tk_matrix *padded,
+                   tk_matrix *dst);
+
+/*====================================================================
+ * tk_kernel: what is computed, under the numeric contract
+ *====================================================================*/
+
+typedef struct tk_kernel tk_kernel;
+
+/* A body reads n_inputs f32 tiles and writes one f32 tile, all rows x cols
+ * with leading dimension ld (elements).  Return 0, or non-zero to stop the
+ * run with TK_ECALLBACK. */
+typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
+                          const float *const *in, float *out);
+
+#define TK_KERNEL_BODY 201      /* read-write: a TK_BODY_* value */
+#define TK_KERNEL_INPUTS 202    /* read-only: number of inputs */
+
+#define TK_BODY_ELEMENTWISE 1   /* may be called on any sub-rectangle */
+#define TK_BODY_BLOCKWISE 2     /* always sees one zero-padded block */
+
+#define TK_KERNEL_MAX_INPUTS 16
+
+TK_API int tk_kernel_axpy(tk_kernel **out, float alpha);
+TK_API int tk_kernel_custom(tk_kernel **out, int n_inputs, tk_body_fn body,
+                            void *user);
+TK_API void tk_kernel_destroy(tk_kernel *k);
+TK_API int tk_kernel_set(tk_kernel *k, int param, int64_t value);
+TK_API int tk_kernel_get(const tk_kernel *k, int param, int64_t *value);
+TK_API int tk_kernel_run(const tk_kernel *k, const tk_tiling *t,
+                         const tk_matrix *const *inputs, tk_matrix *output);
+
+/*====================================================================
+ * tk_device: where work runs (host, simulated profile, external target)
+ *====================================================================*/
+
+typedef struct tk_device tk_device;
+
+#define TK_DEVICE_ONCHIP_BYTES 301
+#define TK_DEVICE_ONCHIP_LIMIT_BYTES 302
+#define TK_DEVICE_HBM_BYTES_PER_S 303
+#define TK_DEVICE_COPY_LATENCY_NS 304
+#define TK_DEVICE_COPY_ENGINES 305
+#define TK_DEVICE_COMPUTE_ELEMS_PER_S 306
+#define TK_DEVICE_LAYOUT_ROWS 307
+#define TK_DEVICE_LAYOUT_COLS 308
+
+TK_API int tk_device_host(tk_device **out);
+TK_API int tk_device_simulated(tk_device **out, const char *profile);
+TK_API int tk_device_external(tk_device **out, const char *platform,
+                              const char *device_kind);
+TK_API void tk_device_destroy(tk_device *d);
+TK_API int tk_device_is_simulated(const tk_device *d);  /* 1, 0; -1 if NULL */
+TK_API const char *tk_device_kind(const tk_device *d);     /* "TPU v5 lite" */
+TK_API const char *tk_device_platform(const tk_device *d); /* "cpu", "tpu" */
+TK_API const char *tk_device_profile_name(int64_t index);  /* NULL past end */
+TK_API int tk_device_set(tk_device *d, int param, int64_t value);
+TK_API int tk_device_get(const tk_device *d, int param, int64_t *value);
+
+/*====================================================================
+ * tk_compare: actual versus expected, with an explicit tolerance
+ *====================================================================*/
+
+typedef struct tk_compare tk_compare;
+
+/* Integer parameters (tk_compare_set). */
+#define TK_COMPARE_MAX_ULP 601     /* -1 (default): no ULP criterion */
+#define TK_COMPARE_NAN_POLICY 602  /* a TK_NAN_* value */
+
+#define TK_NAN_MATCH 1   /* default: NaN positions must match */
+#define TK_NAN_ANY 2     /* any NaN disagreement is a mismatch (NaN != NaN) */
+#define TK_NAN_IGNORE 3  /* positions with a NaN on either side are skipped */
+
+/* Results (tk_compare_result). */
+#define TK_COMPARE_ELEMENTS 611
+#define TK_COMPARE_MISMATCHES 612
+#define TK_COMPARE_MISMATCH_PERCENT 613
+#define TK_COMPARE_MAX_ABS 614
+#define TK_COMPARE_MAX_REL 615
+#define TK_COMPARE_MAX_ULP_SEEN 616
+#define TK_COMPARE_ULP_HIST_0 617
+#define TK_COMPARE_ULP_HIST_1 618
+#define TK_COMPARE_ULP_HIST_2 619
+#define TK_COMPARE_ULP_HIST_3PLUS 620
+#define TK_COMPARE_PASSED 621
+#define TK_COMPARE_ATOL 622
+#define TK_COMPARE_RTOL 623
+
+/* Where each maximum was seen (tk_compare_where). */
+#define TK_WHERE_MAX_ABS 1
+#define TK_WHERE_MAX_REL 2
+#define TK_WHERE_MAX_ULP 3
+#define TK_WHERE_FIRST_MISMATCH 4
+
+TK_API int tk_compare_create(tk_compare **out, int dtype);
+TK_API void tk_compare_destroy(tk_compare *c);
+TK_API int tk_compare_set(tk_compare *c, int param, int64_t value);
+TK_API int tk_compare_get(const tk_compare *c, int param, int64_t *value);
+TK_API int tk_compare_set_tolerance(tk_compare *c, double atol, double rtol);
+TK_API int tk_compare_run(tk_compare *c, const tk_matrix *actual,
+                          const tk_matrix *expected);  /* TK_EMISMATCH */
+TK_API int tk_compare_result(const tk_compare *c, int metric, double *value);
+TK_API int tk_compare_where(const tk_compare *c, int which, int64_t *row,
+                            int64_t *col, float *actual, float *expected);
+TK_API int tk_compare_format(const tk_compare *c, char *buf, size_t size);
+
+/*====================================================================
+ * tk_audit: candidate vs represented-input oracle, and precision gap
+ *====================================================================*/
+
+typedef struct tk_audit tk_audit;
+
+typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
+                               tk_matrix *output);
+
+/* Results per case (tk_audit_result). */
+#define TK_AUDIT_IMPL_MAX_ABS 701
+#define TK_AUDIT_IMPL_MAX_ULP 702
+#define TK_AUDIT_IMPL_MISMATCHES 703
+#define TK_AUDIT_GAP_MAX_ABS 704
+#define TK_AUDIT_GAP_MAX_REL 705
+#define TK_AUDIT_GAP_INPUT_MAX_ABS 706
+#define TK_AUDIT_GAP_OUTPUT_MAX_ABS 707
+#define TK_AUDIT_PASSED 708          /* implementation verdict, 1 or 0 */
+#define TK_AUDIT_GAP_PASSED 709      /* gap within the gap tolerance */
+#define TK_AUDIT_GAP_ATOL 710
+#define TK_AUDIT_GAP_RTOL 711
+#define TK_AUDIT_SCALE 712           /* max |original reference| */
+#define TK_AUDIT_DIAGNOSIS 713       /* a TK_SCHEDULE_* value */
+#define TK_AUDIT_ROWS 714
+#define TK_AUDIT_COLS 715
+#define TK_AUDIT_DTYPE 716
+#define TK_AUDIT_GAP_MISMATCHES 717
+
+/* Rounding schedules named by the diagnosis. */
+#define TK_SCHEDULE_UNKNOWN 0        /* no candidate schedule matches */
+#define TK_SCHEDULE_FINAL_CAST 1     /* the contract: one final cast */
+#define TK_SCHEDULE_EARLY_ROUND 2    /* intermediate rounded to the dtype */
+#define TK_SCHEDULE_TRUNCATE 3       /* truncation instead of RNE */
+#define TK_SCHEDULE_FLUSH_SUBNORMAL 4 /* subnormals flushed to zero */
+#define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
+
+/* Report formats. */
+#define TK_REPORT_TEXT 1
+#define TK_REPORT_JSON 2
+#define TK_REPORT_SVG 3
+
+TK_API int tk_audit_create(tk_audit **out, const tk_kernel *contract);
+TK_API void tk_audit_destroy(tk_audit *a);
+TK_API int tk_audit_set_candidate(tk_audit *a, tk_candidate_fn fn,
+                                  void *user);
+TK_API int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol,
+                                      double rtol);
+TK_API int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows,
+                             int64_t cols, const float *const *originals);
+TK_API int tk_audit_run(tk_audit *a);
+TK_API int64_t tk_audit_case_count(const tk_audit *a);
+TK_API int tk_audit_result(const tk_audit *a, int64_t case_index, int metric,
+                           double *value);
+TK_API const char *tk_audit_schedule_name(int schedule);
+TK_API int tk_audit_check_permutation(tk_audit *a, int64_t case_index,
+                                      const int64_t *order);
+TK_API int tk_audit_write_report(const tk_audit *a, const char *path,
+                                 int format);
+
+/* The early-versus-final rounding counterexample: early casts `first` to
+ * dtype, adds `second` in f32 and casts; late adds in f32 and casts once. */
+TK_API int tk_rounding_counterexample(int dtype, float first, float second,
+                                      float *early, float *late);
+
+/* Amdahl's law: 1/((1-fraction)+fraction/local_speedup); local_speedup of
+ * +Inf gives the limit 1/(1-fraction).  NaN for out-of-range arguments. */
+TK_API double tk_amdahl(double fraction, double local_speedup);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TILEKERN_H */

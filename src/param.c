@@ -1,0 +1,67 @@
+/* param.c - one table of every integer parameter and its legal range. */
+#include "internal.h"
+
+static const struct {
+    int param;
+    int64_t lo, hi;
+    bool writable;
+} tk__params[] = {
+    {TK_TILING_TAIL, TK_TAIL_PAD, TK_TAIL_SHIFT_INWARDS, true},
+    {TK_TILING_GRID_ROWS, 1, INT64_MAX, false},
+    {TK_TILING_GRID_COLS, 1, INT64_MAX, false},
+    {TK_TILING_TILES, 1, INT64_MAX, false},
+    {TK_TILING_PADDED_ROWS, 1, INT64_MAX, false},
+    {TK_TILING_PADDED_COLS, 1, INT64_MAX, false},
+    {TK_TILING_PADDED_ELEMENTS, 1, INT64_MAX, false},
+    {TK_TILING_EXTRA_ELEMENTS, 0, INT64_MAX, false},
+    {TK_TILING_ROWS, 1, INT64_MAX, false},
+    {TK_TILING_COLS, 1, INT64_MAX, false},
+    {TK_TILING_BLOCK_ROWS, 1, INT64_MAX, false},
+    {TK_TILING_BLOCK_COLS, 1, INT64_MAX, false},
+    {TK_KERNEL_BODY, TK_BODY_ELEMENTWISE, TK_BODY_BLOCKWISE, true},
+    {TK_KERNEL_INPUTS, 1, TK_KERNEL_MAX_INPUTS, false},
+    {TK_DEVICE_ONCHIP_BYTES, 1, INT64_MAX, true},
+    {TK_DEVICE_ONCHIP_LIMIT_BYTES, 1, INT64_MAX, true},
+    {TK_DEVICE_HBM_BYTES_PER_S, 1, INT64_MAX, true},
+    {TK_DEVICE_COPY_LATENCY_NS, 0, INT64_MAX, true},
+    {TK_DEVICE_COPY_ENGINES, 1, 64, true},
+    {TK_DEVICE_COMPUTE_ELEMS_PER_S, 1, INT64_MAX, true},
+    {TK_DEVICE_LAYOUT_ROWS, 1, 1 << 20, true},
+    {TK_DEVICE_LAYOUT_COLS, 1, 1 << 20, true},
+    {TK_COMPARE_MAX_ULP, -1, INT64_MAX, true},
+    {TK_COMPARE_NAN_POLICY, TK_NAN_MATCH, TK_NAN_IGNORE, true},
+};
+
+static int tk__param_find(int param)
+{
+    for (size_t i = 0; i < sizeof tk__params / sizeof *tk__params; i++)
+        if (tk__params[i].param == param)
+            return (int)i;
+    return -1;
+}
+
+int tk_param_bounds(int param, int64_t *lo, int64_t *hi)
+{
+    int i = tk__param_find(param);
+    if (!lo || !hi)
+        return tk__fail(TK_EINVAL, "tk_param_bounds: lo and hi must not be NULL");
+    if (i < 0)
+        return tk__fail(TK_EINVAL, "unknown parameter %d", param);
+    *lo = tk__params[i].lo;
+    *hi = tk__params[i].hi;
+    return TK_OK;
+}
+
+int tk__param_check(const char *handle, int param, int64_t value)
+{
+    int i = tk__param_find(param);
+    if (i < 0)
+        return tk__fail(TK_EINVAL, "%s: unknown parameter %d", handle, param);
+    if (!tk__params[i].writable)
+        return tk__fail(TK_EINVAL, "%s: parameter %d is read-only", handle, param);
+    if (value < tk__params[i].lo || value > tk__params[i].hi)
+        return tk__fail(TK_ERANGE, "%s: parameter %d = %lld is outside [%lld, %lld]",
+                        handle, param, (long long)value,
+                        (long long)tk__params[i].lo, (long long)tk__params[i].hi);
+    return TK_OK;
+}

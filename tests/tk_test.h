@@ -1,0 +1,47 @@
+/* tk_test.h - small helpers shared by the Criterion suites. */
+#ifndef TK_TEST_H
+#define TK_TEST_H
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <string.h>
+#include <tilekern.h>
+
+/* Deterministic normal-ish data: splitmix64 mapped to [-4, 4). */
+static inline uint64_t tkt_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline void tkt_fill(float *x, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)(tkt_next(&seed) >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+}
+static inline uint32_t tkt_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static inline float tkt_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Assert a call failed with `status` and left a non-empty message. */
+#define tkt_expect_status(call, status)                                        \
+    do {                                                                       \
+        int tkt_rc_ = (call);                                                  \
+        cr_assert_eq(tkt_rc_, (status), "%s returned %s, expected %s", #call,  \
+                     tk_status_name(tkt_rc_), tk_status_name(status));         \
+        if ((status) != TK_OK)                                                 \
+            cr_assert(tk_last_error_message()[0] != '\0',                      \
+                      "%s set no error message", #call);                       \
+    } while (0)
+
+#endif
