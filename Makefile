@@ -31,6 +31,9 @@ CFLAGS  ?= -O3 -g
 ALL_CFLAGS = -std=c11 $(WARN) $(NUMERIC) -D_POSIX_C_SOURCE=200809L -Iinclude $(SANFLAGS) $(CFLAGS)
 LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden
 LDLIBS := -lm
+# lld versions every export without adding the node name itself as an
+# absolute symbol (GNU ld and gold do), so exports are exactly the tk_* names.
+LINKER := $(shell command -v ld.lld >/dev/null 2>&1 && echo -fuse-ld=lld)
 TEST_LIBS := -lpthread
 
 SRC  := $(sort $(wildcard src/*.c))
@@ -56,7 +59,7 @@ $(B)/obj/%.o: src/%.c src/internal.h $(HDR) | $(B)/obj
 	$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(SOFILE): $(OBJ) src/libtilekern.map | $(L)
-	$(CC) $(LIB_CFLAGS) -shared -Wl,-soname,$(SONAME) \
+	$(CC) $(LIB_CFLAGS) $(LINKER) -shared -Wl,-soname,$(SONAME) \
 	    -Wl,--version-script=src/libtilekern.map -Wl,--no-undefined \
 	    -o $@ $(OBJ) $(LDLIBS)
 
@@ -78,10 +81,10 @@ $(B)/obj $(B)/tests $(B)/examples $(B)/bench $(L):
 
 # --- programs --------------------------------------------------------------
 
-$(B)/tests/%: tests/%.c tests/tk_test.h $(HDR) $(L)/$(SONAME) | $(B)/tests
+$(B)/tests/%: tests/%.c tests/tk_test.h $(HDR) $(L)/libtilekern.so | $(B)/tests
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< -L$(L) -ltilekern $(RPATH) $(CRITERION_LIBS) $(TEST_LIBS) $(LDLIBS)
 
-$(B)/examples/%: examples/%.c $(HDR) $(L)/$(SONAME) | $(B)/examples
+$(B)/examples/%: examples/%.c $(HDR) $(L)/libtilekern.so | $(B)/examples
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(L) -ltilekern $(RPATH) $(LDLIBS)
 
 # Benchmarks link the static library and build with -O3 like the baselines
