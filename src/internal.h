@@ -13,22 +13,6 @@
 #define TK_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define TK_PRINTF(f, a)
-/* ---- kernels (kernel.c) ---------------------------------------------- */
-
-struct tk_kernel {
-    int n_inputs;
-    int body_kind;      /* TK_BODY_ELEMENTWISE or TK_BODY_BLOCKWISE */
-    tk_body_fn body;    /* built-in kernels set this to their own body too */
-    void *user;
-    bool is_axpy;       /* built-in alpha*x + y: alpha below */
-    float alpha;
-};
-
-/* Call k's body once; a non-zero return becomes TK_ECALLBACK with a
- * message.  Used by the host executor and by the audit's references. */
-int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
-                     const float *const *in, float *out);
-
 #endif
 
 /* Record a message for tk_last_error_message() and return status, so that
@@ -91,5 +75,78 @@ struct tk_kernel {
  * message.  Used by the host executor and by the audit's references. */
 int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
                      const float *const *in, float *out);
+
+/* ---- tiling (tiling.c) ----------------------------------------------- */
+
+/* Every derived size is computed and overflow-checked once at creation. */
+struct tk_tiling {
+    int64_t rows, cols;              /* logical shape */
+    int64_t block_rows, block_cols;
+    int64_t grid_rows, grid_cols, tiles;
+    int64_t padded_rows, padded_cols, padded_elements;
+    int tail;                        /* a TK_TAIL_* value */
+};
+
+/* ---- comparison, audit and reports (compare.c, audit.c, report.c) ----- */
+
+/* Where a maximum (or the first mismatch) was seen. */
+typedef struct tk__where {
+    int64_t row, col;
+    float actual, expected;
+    bool set;
+} tk__where;
+
+/* Running comparison of actual against expected (both promoted to f32);
+ * tk_compare and the audit feed it blocks of rows.  Differences are f32
+ * subtractions, as numpy computes them on float32 arrays. */
+typedef struct tk__cmp {
+    int dtype;           /* ULP distances are measured in this dtype */
+    double atol, rtol;
+    int64_t max_ulp;     /* -1: no ULP criterion */
+    int nan_policy;
+    bool want_ulp;       /* ULP statistics (always on with a ULP criterion) */
+    int64_t elements, mismatches, hist[4];
+    float max_abs;       /* -1 until a comparable element was seen */
+    double max_rel;      /* -1 until a non-zero reference was seen */
+    uint64_t max_ulp_seen;
+    tk__where where[4];  /* indexed by TK_WHERE_* - 1 */
+} tk__cmp;
+
+void tk__tolerance_default(int dtype, double *atol, double *rtol);
+void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
+                  int64_t max_ulp, int nan_policy, bool want_ulp);
+/* rows x cols elements, both blocks contiguous; row0 offsets the rows. */
+void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t rows, int64_t cols,
+                  const float *actual, const float *expected);
+
+/* One case's results, computed by tk_audit_run. */
+typedef struct tk__case_result {
+    tk__cmp impl;         /* candidate vs represented-input oracle */
+    tk__cmp gap;          /* candidate vs body on the original data */
+    float input_part;     /* max |body(represented) - body(original)| */
+    float output_part;    /* max |cast(body(represented)) - body(represented)| */
+    float scale;          /* max |body(original)| */
+    int diagnosis;        /* a TK_SCHEDULE_* value */
+} tk__case_result;
+
+typedef struct tk__case {
+    int dtype;
+    int64_t rows, cols;
+    float *orig;          /* n_inputs planes of rows x cols, contiguous */
+} tk__case;
+
+struct tk_audit {
+    const tk_kernel *k;   /* the contract; borrowed */
+    tk_candidate_fn fn;
+    void *user;
+    double gap_atol[TK_DTYPE_BF16 + 1], gap_rtol[TK_DTYPE_BF16 + 1];
+    tk__case *cases;
+    int64_t n_cases, cap;
+    tk__case_result *res; /* n_cases entries after a complete run, else NULL */
+};
+
+/* Shortest decimal that reads back to v, formatted like Python's repr()
+ * ("0.0", "1e-05", "0.025217056274414062"); buf holds at least 32 bytes. */
+void tk__repr(double v, char *buf);
 
 #endif

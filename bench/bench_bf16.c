@@ -1,0 +1,90 @@
+/* bench_bf16.c - bulk f32 <-> bf16 conversion against memcpy.
+ *
+ * The requirement: converting a 64 MiB f32 buffer (tk_bf16_from_f32_n) and
+ * expanding its bf16 image back into 64 MiB of f32 (tk_bf16_to_f32_n) each
+ * take at most 1.2x a plain memcpy of the same 64 MiB source into a 64 MiB
+ * destination, timed interleaved in the same run (median of 15).  Prints
+ * `name: ratio` lines and exits 1 when a ratio is over the limit. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <tilekern.h>
+
+#define N ((size_t)16 << 20)   /* floats: 64 MiB */
+#define REPS 15
+#define LIMIT 1.2
+
+static float *f32_src, *f32_dst, *copy_dst;
+static uint16_t *bf16;
+
+static void run_memcpy(void *ctx)
+{
+    (void)ctx;
+    memcpy(copy_dst, f32_src, N * sizeof(float));
+}
+
+static void run_from_f32(void *ctx)
+{
+    (void)ctx;
+    if (tk_bf16_from_f32_n(bf16, f32_src, N) != TK_OK)
+        abort();
+}
+
+static void run_to_f32(void *ctx)
+{
+    (void)ctx;
+    if (tk_bf16_to_f32_n(f32_dst, bf16, N) != TK_OK)
+        abort();
+}
+
+int main(void)
+{
+    f32_src = malloc(N * sizeof(float));
+    f32_dst = malloc(N * sizeof(float));
+    copy_dst = malloc(N * sizeof(float));
+    bf16 = malloc(N * sizeof(uint16_t));
+    if (!f32_src || !f32_dst || !copy_dst || !bf16) {
+        fprintf(stderr, "bench_bf16: out of memory\n");
+        return 1;
+    }
+    /* Values in [-4, 4) with every 1024th element NaN or +-Inf, so that a
+     * branchy special-case path would show in the timing. */
+    uint64_t s = 1;
+    for (size_t i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        f32_src[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+        if (i % 1024 == 0)
+            f32_src[i] = (const float[]){NAN, INFINITY, -INFINITY}[i / 1024 % 3];
+    }
+
+    bench_fn fns[] = {run_memcpy, run_from_f32, run_to_f32};
+    void *ctx[] = {NULL, NULL, NULL};
+    double med[3];
+    bench_interleaved(fns, ctx, 3, REPS, med);
+
+    /* The round trip must be right too, or the timing means nothing. */
+    for (size_t i = 0; i < N; i++) {
+        uint32_t back;
+        memcpy(&back, &f32_dst[i], sizeof back);
+        if (tk_bf16_from_f32(f32_src[i]) != bf16[i] || back != (uint32_t)bf16[i] << 16) {
+            fprintf(stderr, "bench_bf16: wrong result at element %zu\n", i);
+            return 1;
+        }
+    }
+
+    const char *names[] = {"bf16_from_f32_n_64MiB_vs_memcpy", "bf16_to_f32_n_64MiB_vs_memcpy"};
+    int over = 0;
+    for (int i = 0; i < 2; i++) {
+        double ratio = med[i + 1] / med[0];
+        printf("%s: %.2f\n", names[i], ratio);
+        over |= ratio > LIMIT;
+    }
+    if (over)
+        fprintf(stderr, "bench_bf16: a conversion is slower than %.2fx memcpy\n", LIMIT);
+    free(f32_src);
+    free(f32_dst);
+    free(copy_dst);
+    free(bf16);
+    return over;
+}

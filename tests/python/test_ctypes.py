@@ -1,0 +1,138 @@
+"""The ctypes binding: loads the library, calls it, raises on errors, and
+mirrors the header (constants, functions) and the exported symbols exactly."""
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+import tilekern as tk  # noqa: E402
+
+HEADER = os.path.join(ROOT, "include", "tilekern.h")
+
+
+def header_text():
+    with open(HEADER, encoding="utf-8") as f:
+        return f.read()
+
+
+class LoadAndCall(unittest.TestCase):
+    def test_loads_the_library_under_test(self):
+        lib = os.environ.get("TK_LIBRARY", os.path.join(ROOT, "lib", "libtilekern.so.0"))
+        self.assertEqual(os.path.realpath(tk.LIBRARY_PATH), os.path.realpath(lib))
+
+    def test_every_header_function_is_exported(self):
+        self.assertEqual(tk.MISSING, [], "table entries the library does not export")
+
+    def test_version_string(self):
+        version = tk.tk_version_string().decode()
+        self.assertEqual(version, "%d.%d.%d" % (tk.TK_VERSION_MAJOR, tk.TK_VERSION_MINOR,
+                                                tk.TK_VERSION_PATCH))
+        self.assertEqual(tk.tk_version_number(), tk.TK_VERSION_NUMBER)
+
+    def test_bf16_from_f32(self):
+        # bf16 keeps the high 16 bits of the f32 pattern, rounded to nearest even.
+        def f32_bits(x):
+            return ctypes.c_uint32.from_buffer(ctypes.c_float(x)).value
+
+        self.assertEqual(tk.tk_bf16_from_f32(1.0), f32_bits(1.0) >> 16)
+        self.assertEqual(tk.tk_bf16_from_f32(-2.5), f32_bits(-2.5) >> 16)
+        self.assertEqual(tk.tk_bf16_from_f32(1.0 + 2.0 ** -8), f32_bits(1.0) >> 16)
+        self.assertEqual(tk.tk_bf16_from_f32(1.0 + 3 * 2.0 ** -8),
+                         f32_bits(1.0 + 2.0 ** -6) >> 16)
+        self.assertEqual(tk.tk_bf16_from_f32(float("-nan")), 0xFFC0)
+        self.assertEqual(tk.tk_bf16_to_f32(tk.tk_bf16_from_f32(0.15625)), 0.15625)
+
+    def test_bulk_conversion(self):
+        src = (ctypes.c_float * 4)(1.0, -0.0, 3.0e38, 1.0 + 2.0 ** -7)
+        dst = (ctypes.c_uint16 * 4)()
+        tk.tk_bf16_from_f32_n(dst, src, 4)
+        self.assertEqual(list(dst), [tk.tk_bf16_from_f32(x) for x in src])
+
+
+class Errors(unittest.TestCase):
+    def test_negative_status_raises_with_the_message(self):
+        out = ctypes.c_void_p()
+        with self.assertRaises(tk.TilekernError) as cm:
+            tk.tk_matrix_create(ctypes.byref(out), tk.TK_DTYPE_F32, -3, 4)
+        e = cm.exception
+        self.assertEqual(e.status, tk.TK_ESHAPE)
+        self.assertEqual(e.name, "TK_ESHAPE")
+        self.assertTrue(e.message.startswith(tk.tk_strerror(tk.TK_ESHAPE).decode() + ": "))
+        self.assertIn("-3", e.message)
+        self.assertIsNone(out.value)
+
+    def test_missing_file_names_path_and_cause(self):
+        path = os.path.join(ROOT, "build", "no-such-dir", "x.npy")
+        with self.assertRaises(tk.TilekernError) as cm:
+            tk.Matrix.load_npy(path)
+        self.assertEqual(cm.exception.status, tk.TK_EIO)
+        self.assertIn(path, str(cm.exception))
+        self.assertIn(os.strerror(2), str(cm.exception))
+
+    def test_non_status_ints_do_not_raise(self):
+        self.assertEqual(tk.tk_matrix_dtype(None), 0)
+        self.assertEqual(tk.tk_dtype_size(99), 0)
+        self.assertIsNone(tk.tk_dtype_name(99))
+
+    def test_unknown_attribute(self):
+        with self.assertRaises(AttributeError):
+            tk.tk_no_such_function  # noqa: B018
+
+    def test_a_missing_symbol_raises_attribute_error_naming_it(self):
+        tk.MISSING.append("tk_from_a_newer_header")
+        try:
+            with self.assertRaises(AttributeError) as cm:
+                tk.tk_from_a_newer_header  # noqa: B018
+            self.assertIn("tk_from_a_newer_header", str(cm.exception))
+            self.assertIn("not exported by", str(cm.exception))
+        finally:
+            tk.MISSING.remove("tk_from_a_newer_header")
+
+
+class MatrixClass(unittest.TestCase):
+    def test_context_manager_frees_the_handle(self):
+        with tk.Matrix.create(tk.TK_DTYPE_BF16, 3, 5) as m:
+            self.assertEqual((m.dtype, m.rows, m.cols, m.row_stride),
+                             (tk.TK_DTYPE_BF16, 3, 5, 5))
+            self.assertIsNotNone(m.data)
+        self.assertIsNone(m.handle.value)
+        m.close()  # closing twice is harmless
+
+
+class MirrorsTheHeader(unittest.TestCase):
+    def test_every_integer_constant(self):
+        defines = re.findall(r"^#define\s+(TK_\w+)\s+(-?\d+)\b", header_text(), re.M)
+        self.assertGreater(len(defines), 50)
+        for name, value in defines:
+            self.assertEqual(getattr(tk, name, None), int(value), name)
+        module = {n for n in dir(tk) if re.fullmatch(r"TK_[A-Z0-9_]+", n)}
+        self.assertEqual(module - {n for n, _ in defines} - {"TK_VERSION_NUMBER"}, set(),
+                         "module constants the header does not define")
+
+    def test_every_function_with_its_arity(self):
+        protos = re.findall(r"^TK_API\s+[^;(]*?\b(tk_\w+)\s*\(([^)]*)\)\s*;", header_text(),
+                            re.M | re.S)
+        self.assertGreater(len(protos), 50)
+        table = {name: argtypes for name, argtypes, _ in tk.FUNCTIONS}
+        self.assertEqual(len(table), len(tk.FUNCTIONS), "duplicate table entries")
+        self.assertEqual(set(table), {name for name, _ in protos})
+        for name, args in protos:
+            args = args.strip()
+            arity = 0 if args == "void" else args.count(",") + 1
+            self.assertEqual(len(table[name]), arity, name)
+
+    def test_every_exported_symbol_has_an_entry(self):
+        nm = subprocess.run(["nm", "-D", "--defined-only", tk.LIBRARY_PATH],
+                            capture_output=True, text=True, check=True).stdout
+        exported = {line.split()[2].split("@")[0] for line in nm.splitlines()
+                    if len(line.split()) == 3 and line.split()[1] in "TW"}
+        self.assertIn("tk_version_string", exported)
+        self.assertEqual(exported - {name for name, _, _ in tk.FUNCTIONS}, set())
+
+
+if __name__ == "__main__":
+    unittest.main()

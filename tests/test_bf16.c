@@ -1,0 +1,372 @@
+/* test_bf16.c - f32 <-> bfloat16 conversion and ULP distances: every bf16
+ * pattern, every f32 pattern against an independent reference, the stated
+ * ties, subnormals and specials, the bulk variants, tk_ulp_distance. */
+#include "tk_test.h"
+
+#include <criterion/parameterized.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+/* Reference f32 -> bf16, written apart from the library: keep the high half,
+ * then round up when the dropped low half is above one half, or exactly one
+ * half with an odd kept half.  Any NaN becomes the quiet NaN with its sign. */
+static uint16_t ref_bf16(uint32_t u)
+{
+    uint32_t hi = u >> 16, lo = u & 0xFFFFu;
+    uint32_t nan = (u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) != 0;
+    /* Carries into the exponent as needed: 0x7F7F + 1 is Inf. */
+    uint32_t up = lo > 0x8000u || (lo == 0x8000u && (hi & 1u));
+    return (uint16_t)(nan ? (hi & 0x8000u) | 0x7FC0u : hi + up);
+}
+
+static bool bf16_is_nan(uint16_t b) { return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu); }
+
+static uint16_t from_bits(uint32_t u) { return tk_bf16_from_f32(tkt_float(u)); }
+
+/* ---- the stated cases ---------------------------------------------------- */
+
+Test(bf16, ties_round_to_even)
+{
+    /* 1 + 2^-8 is half a bf16 ulp above 1.0 (even): it stays 1.0. */
+    cr_assert_eq(tkt_bits(tk_bf16_to_f32(tk_bf16_from_f32(1.0f + 0x1p-8f))),
+                 tkt_bits(1.0f));
+    /* 1 + 3*2^-8 lies between 1 + 2^-7 (odd) and 1 + 2^-6 (even): it goes up. */
+    cr_assert_eq(tkt_bits(tk_bf16_to_f32(tk_bf16_from_f32(1.0f + 3 * 0x1p-8f))),
+                 tkt_bits(1.0f + 0x1p-6f));
+    /* Just above and below the tie. */
+    cr_assert_eq(tk_bf16_to_f32(tk_bf16_from_f32(nextafterf(1.0f + 0x1p-8f, 2.0f))),
+                 1.0f + 0x1p-7f);
+    cr_assert_eq(tk_bf16_to_f32(tk_bf16_from_f32(nextafterf(1.0f + 3 * 0x1p-8f, 1.0f))),
+                 1.0f + 0x1p-7f);
+    /* Negative ties mirror the positive ones. */
+    cr_assert_eq(tkt_bits(tk_bf16_to_f32(tk_bf16_from_f32(-1.0f - 0x1p-8f))),
+                 tkt_bits(-1.0f));
+}
+
+/* DESIGN's counterexample: rounding the intermediate early loses the sum. */
+Test(bf16, early_rounding_counterexample)
+{
+    float early = tk_bf16_to_f32(tk_bf16_from_f32(
+        tk_bf16_to_f32(tk_bf16_from_f32(1.00390625f)) + 0.00390625f));
+    float late = tk_bf16_to_f32(tk_bf16_from_f32(1.00390625f + 0.00390625f));
+    cr_assert_eq(early, 1.0f);
+    cr_assert_eq(late, 1.0078125f);
+}
+
+Test(bf16, overflow_infinities_and_zeros)
+{
+    cr_assert_eq(from_bits(0x7F7F8000u), 0x7F80u, "max-finite tie rounds to +Inf");
+    cr_assert_eq(from_bits(0xFF7F8000u), 0xFF80u, "and to -Inf when negative");
+    cr_assert_eq(from_bits(0x7F7F7FFFu), 0x7F7Fu, "below the tie stays finite");
+    cr_assert_eq(tk_bf16_from_f32(FLT_MAX), 0x7F80u, "FLT_MAX is past the last tie");
+    cr_assert_eq(tk_bf16_from_f32(INFINITY), 0x7F80u);
+    cr_assert_eq(tk_bf16_from_f32(-INFINITY), 0xFF80u);
+    cr_assert_eq(tk_bf16_from_f32(0.0f), 0x0000u);
+    cr_assert_eq(tk_bf16_from_f32(-0.0f), 0x8000u);
+}
+
+Test(bf16, subnormals_are_kept)
+{
+    cr_assert_eq(from_bits(0x00010000u), 0x0001u, "smallest bf16 subnormal");
+    cr_assert_eq(from_bits(0x00000001u), 0x0000u, "smallest f32 subnormal rounds to 0");
+    cr_assert_eq(from_bits(0x00008000u), 0x0000u, "tie to even 0");
+    cr_assert_eq(from_bits(0x00018000u), 0x0002u, "tie to even 2");
+    cr_assert_eq(from_bits(0x00008001u), 0x0001u, "above the tie");
+    cr_assert_eq(from_bits(0x80008000u), 0x8000u, "negative tie to -0");
+    cr_assert_eq(from_bits(0x007FFFFFu), 0x0080u, "largest subnormal rounds to FLT_MIN");
+    cr_assert_eq(tkt_bits(tk_bf16_to_f32(0x0001u)), 0x00010000u);
+}
+
+Test(bf16, nan_becomes_quiet_nan_keeping_sign)
+{
+    const uint32_t pos[] = {0x7FC00000u, 0x7F800001u, 0x7FFFFFFFu, 0x7FA00000u, 0x7F80FFFFu};
+    for (size_t i = 0; i < sizeof pos / sizeof *pos; i++) {
+        cr_assert_eq(from_bits(pos[i]), 0x7FC0u, "0x%08x", pos[i]);
+        cr_assert_eq(from_bits(pos[i] | 0x80000000u), 0xFFC0u, "0x%08x",
+                     pos[i] | 0x80000000u);
+    }
+}
+
+/* ---- every bf16 pattern ---------------------------------------------------- */
+
+Test(bf16, every_bf16_pattern_round_trips)
+{
+    for (uint32_t b = 0; b <= 0xFFFFu; b++) {
+        float f = tk_bf16_to_f32((uint16_t)b);
+        if (tkt_bits(f) != b << 16)
+            cr_assert_fail("tk_bf16_to_f32(0x%04x) = 0x%08x, not bits << 16", b, tkt_bits(f));
+        uint16_t back = tk_bf16_from_f32(f);
+        uint16_t want = bf16_is_nan((uint16_t)b) ? (uint16_t)((b & 0x8000u) | 0x7FC0u)
+                                                 : (uint16_t)b;
+        if (back != want)
+            cr_assert_fail("0x%04x -> f32 -> 0x%04x, expected 0x%04x", b, back, want);
+    }
+}
+
+Test(bf16, bulk_to_f32_is_exact_for_every_pattern)
+{
+    static uint16_t src[65536];
+    static float dst[65536];
+    for (uint32_t b = 0; b <= 0xFFFFu; b++)
+        src[b] = (uint16_t)b;
+    tkt_expect_status(tk_bf16_to_f32_n(dst, src, 65536), TK_OK);
+    for (uint32_t b = 0; b <= 0xFFFFu; b++)
+        if (tkt_bits(dst[b]) != b << 16)
+            cr_assert_fail("tk_bf16_to_f32_n: 0x%04x -> 0x%08x", b, tkt_bits(dst[b]));
+}
+
+/* ---- every f32 pattern ----------------------------------------------------- */
+
+#define PARTS 8
+#define BLOCK 65536u
+
+/* The sweep checks arithmetic, not memory; under AddressSanitizer (about a
+ * minute for all 2^32) sanitizer builds visit every 16th block instead. */
+#if defined(__SANITIZE_ADDRESS__)
+#define BLOCK_STEP 16u
+#else
+#define BLOCK_STEP 1u
+#endif
+
+ParameterizedTestParameters(bf16, every_f32_pattern)
+{
+    static unsigned parts[PARTS];
+    for (unsigned i = 0; i < PARTS; i++)
+        parts[i] = i;
+    return cr_make_param_array(unsigned, parts, PARTS);
+}
+
+/* One eighth of all 2^32 patterns per test: the bulk conversion of each
+ * 64 Ki block, the scalar conversion and the reference must all agree. */
+ParameterizedTest(unsigned *part, bf16, every_f32_pattern)
+{
+    static uint32_t src[BLOCK];
+    static uint16_t bulk[BLOCK];
+    const uint64_t span = (1ull << 32) / PARTS;
+    const uint64_t first = *part * span;
+    for (uint64_t base = first; base < first + span; base += BLOCK * BLOCK_STEP) {
+        for (uint32_t i = 0; i < BLOCK; i++)
+            src[i] = (uint32_t)base + i;
+        tk_bf16_from_f32_n(bulk, (const float *)(const void *)src, BLOCK);
+        /* One pass counts disagreements; a second one names the first. */
+        uint32_t wrong = 0;
+        for (uint32_t i = 0; i < BLOCK; i++) {
+            uint16_t want = ref_bf16(src[i]);
+            wrong += (from_bits(src[i]) != want) | (bulk[i] != want);
+        }
+        for (uint32_t i = 0; wrong && i < BLOCK; i++)
+            if (bulk[i] != ref_bf16(src[i]) || from_bits(src[i]) != bulk[i])
+                cr_assert_fail("f32 0x%08x: reference 0x%04x, scalar 0x%04x, bulk 0x%04x",
+                               src[i], ref_bf16(src[i]), from_bits(src[i]), bulk[i]);
+    }
+}
+
+/* ---- bulk edges --------------------------------------------------------------- */
+
+/* Every length 0..70 at every alignment: results equal the scalar, and
+ * nothing past n is written. */
+Test(bf16, bulk_lengths_and_alignments)
+{
+    enum { N = 70, GUARD = 8 };
+    float src[N + 4];
+    uint64_t seed = 17;
+    for (size_t i = 0; i < N + 4; i++)
+        src[i] = tkt_float((uint32_t)tkt_next(&seed));
+    for (size_t off = 0; off < 4; off++)
+        for (size_t n = 0; n <= N; n++) {
+            uint16_t h[N + 4 + GUARD];
+            float f[N + 4 + GUARD];
+            memset(h, 0xA5, sizeof h);
+            memset(f, 0xA5, sizeof f);
+            tkt_expect_status(tk_bf16_from_f32_n(h + off, src + off, n), TK_OK);
+            for (size_t i = 0; i < n; i++)
+                cr_assert_eq(h[off + i], tk_bf16_from_f32(src[off + i]), "n %zu i %zu", n, i);
+            tkt_expect_status(tk_bf16_to_f32_n(f + off, h + off, n), TK_OK);
+            for (size_t i = 0; i < n; i++)
+                cr_assert_eq(tkt_bits(f[off + i]), (uint32_t)h[off + i] << 16);
+            for (size_t i = off + n; i < N + 4 + GUARD; i++) {
+                cr_assert_eq(h[i], 0xA5A5u, "n %zu wrote h[%zu]", n, i);
+                cr_assert_eq(tkt_bits(f[i]), 0xA5A5A5A5u, "n %zu wrote f[%zu]", n, i);
+            }
+        }
+}
+
+/* A 64 MiB buffer of random patterns in one call agrees with the scalar. */
+Test(bf16, bulk_matches_scalar_on_a_large_buffer)
+{
+    const size_t n = (size_t)1 << 24;
+    uint32_t *src = malloc(n * sizeof *src);
+    uint16_t *dst = malloc(n * sizeof *dst);
+    cr_assert(src && dst);
+    uint64_t seed = 23;
+    for (size_t i = 0; i < n; i++)
+        src[i] = (uint32_t)tkt_next(&seed);
+    tkt_expect_status(tk_bf16_from_f32_n(dst, (const float *)(const void *)src, n), TK_OK);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++)
+        wrong += from_bits(src[i]) != dst[i];
+    for (size_t i = 0; wrong && i < n; i++)
+        cr_assert_eq(dst[i], from_bits(src[i]), "element %zu, f32 0x%08x", i, src[i]);
+
+    float *back = malloc(n * sizeof *back);
+    cr_assert_not_null(back);
+    tkt_expect_status(tk_bf16_to_f32_n(back, dst, n), TK_OK);
+    for (size_t i = 0; i < n; i++)
+        wrong += tkt_bits(back[i]) != (uint32_t)dst[i] << 16;
+    cr_assert_eq(wrong, 0, "tk_bf16_to_f32_n is not bits << 16 on %zu elements", wrong);
+    free(back);
+    free(dst);
+    free(src);
+}
+
+Test(bf16, bulk_null_pointers)
+{
+    float f[4] = {1, 2, 3, 4};
+    uint16_t h[4] = {9, 9, 9, 9};
+    tkt_expect_status(tk_bf16_from_f32_n(NULL, f, 4), TK_EINVAL);
+    tkt_expect_status(tk_bf16_from_f32_n(h, NULL, 4), TK_EINVAL);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(h[i], 9, "a failed call wrote dst[%d]", i);
+    tkt_expect_status(tk_bf16_to_f32_n(NULL, h, 4), TK_EINVAL);
+    tkt_expect_status(tk_bf16_to_f32_n(f, NULL, 4), TK_EINVAL);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(f[i], (float)(i + 1), "a failed call wrote dst[%d]", i);
+    /* n == 0 is a no-op that touches neither pointer. */
+    tkt_expect_status(tk_bf16_from_f32_n(NULL, NULL, 0), TK_OK);
+    tkt_expect_status(tk_bf16_to_f32_n(NULL, NULL, 0), TK_OK);
+}
+
+Test(bf16, dtype_names_and_sizes)
+{
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_F32), "float32");
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_BF16), "bfloat16");
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_I32), "int32");
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_F32), (int64_t)sizeof(float));
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_BF16), (int64_t)sizeof(uint16_t));
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_I32), (int64_t)sizeof(int32_t));
+    const int unknown[] = {0, -1, 4, 99};
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_null(tk_dtype_name(unknown[i]));
+        cr_assert_eq(tk_dtype_size(unknown[i]), 0);
+    }
+}
+
+/* ---- tk_ulp_distance ------------------------------------------------------------ */
+
+Test(ulp, f32_zero_and_sign_crossing)
+{
+    float min_sub = tkt_float(1u);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, 0.0f, -0.0f), 0);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, -min_sub, min_sub), 2);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, min_sub, -min_sub), 2);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, -0.0f, min_sub), 1);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, FLT_MAX, INFINITY), 1);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, -FLT_MAX, -INFINITY), 1);
+    /* Every positive pattern up to Inf is one step; -Inf is as far below. */
+    uint64_t up = tk_ulp_distance(TK_DTYPE_F32, 0.0f, INFINITY);
+    cr_assert_eq(up, tkt_bits(INFINITY));
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, -INFINITY, INFINITY), 2 * up);
+}
+
+Test(ulp, nan_and_unknown_dtype)
+{
+    const int dtypes[] = {TK_DTYPE_F32, TK_DTYPE_BF16};
+    for (size_t d = 0; d < 2; d++) {
+        cr_assert_eq(tk_ulp_distance(dtypes[d], NAN, 1.0f), UINT64_MAX);
+        cr_assert_eq(tk_ulp_distance(dtypes[d], 1.0f, -NAN), UINT64_MAX);
+        cr_assert_eq(tk_ulp_distance(dtypes[d], NAN, NAN), UINT64_MAX);
+    }
+    cr_assert_eq(tk_ulp_distance(0, 1.0f, 1.0f), UINT64_MAX);
+    cr_assert_eq(tk_ulp_distance(99, 1.0f, 2.0f), UINT64_MAX);
+    cr_assert_eq(tk_ulp_distance(-1, 0.0f, 0.0f), UINT64_MAX);
+}
+
+/* k steps of nextafterf from a start are k ULPs apart, in both orders. */
+Test(ulp, f32_matches_nextafter_walks)
+{
+    uint64_t seed = 3;
+    for (int trial = 0; trial < 2000; trial++) {
+        uint32_t bits = (uint32_t)tkt_next(&seed);
+        /* A third of the starts sit a few hundred steps from zero. */
+        if (trial % 3 == 0)
+            bits = (bits & 0x80000000u) | (bits & 0x1FFu);
+        float a = tkt_float(bits);
+        if (isnan(a) || isinf(a))
+            continue;
+        float b = a, dir = (trial & 1) ? INFINITY : -INFINITY;
+        uint64_t k = tkt_next(&seed) % 1000;
+        uint64_t steps = 0;
+        while (steps < k && !isinf(b)) {
+            b = nextafterf(b, dir);
+            steps++;
+        }
+        cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, a, b), steps, "%a .. %a", a, b);
+        cr_assert_eq(tk_ulp_distance(TK_DTYPE_F32, b, a), steps, "%a .. %a", b, a);
+    }
+}
+
+/* BF16 reference: the rank of a value in the sorted list of the distinct
+ * non-NaN bf16 values (-0 folded into +0). */
+static float ranked[65536];
+static size_t n_ranked;
+
+static int cmp_float(const void *x, const void *y)
+{
+    float a = *(const float *)x, b = *(const float *)y;
+    return (a > b) - (a < b);
+}
+
+static size_t rank_of(float v)
+{
+    size_t lo = 0, hi = n_ranked;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ranked[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    cr_assert(lo < n_ranked && ranked[lo] == v, "%a is not a bf16 value", v);
+    return lo;
+}
+
+static void build_ranks(void)
+{
+    n_ranked = 0;
+    for (uint32_t b = 0; b <= 0xFFFFu; b++)
+        if (!bf16_is_nan((uint16_t)b) && b != 0x8000u)
+            ranked[n_ranked++] = tkt_float(b << 16);
+    qsort(ranked, n_ranked, sizeof *ranked, cmp_float);
+}
+
+Test(ulp, bf16_matches_rank_reference, .init = build_ranks)
+{
+    uint64_t seed = 5;
+    for (int trial = 0; trial < 200000; trial++) {
+        /* Random f32 inputs: both are represented in bf16 first. */
+        float a = tkt_float((uint32_t)tkt_next(&seed));
+        float b = trial % 4 ? tkt_float((uint32_t)tkt_next(&seed))
+                            : tkt_float(tkt_bits(a) + (uint32_t)(tkt_next(&seed) % 0x40000u));
+        if (isnan(a) || isnan(b))
+            continue;
+        size_t ra = rank_of(tk_bf16_to_f32(ref_bf16(tkt_bits(a))));
+        size_t rb = rank_of(tk_bf16_to_f32(ref_bf16(tkt_bits(b))));
+        uint64_t want = ra > rb ? ra - rb : rb - ra;
+        cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, a, b), want, "%a .. %a", a, b);
+    }
+}
+
+Test(ulp, bf16_edges)
+{
+    float min_sub = tk_bf16_to_f32(0x0001u);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, -min_sub, min_sub), 2);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, 0.0f, -0.0f), 0);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, 1.0f, tk_bf16_to_f32(0x3F81u)), 1);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, tk_bf16_to_f32(0x7F7Fu), INFINITY), 1);
+    /* Values that represent as the same bf16 are 0 apart... */
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, 1.0f, 1.0f + 0x1p-9f), 0);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, FLT_MAX, INFINITY), 0);
+    /* ...and the smallest f32 subnormal represents as 0. */
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, tkt_float(1u), -0.0f), 0);
+}
