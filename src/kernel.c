@@ -1,0 +1,622 @@
+/* kernel.c - tk_kernel: bodies under the numeric contract, and the host
+ * executor behind tk_kernel_run (tail strategies, staging, undo). */
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Elements per operand in one elementwise body call.  4 KiB of f32 keeps a
+ * call's operands in L1, so the output lines saved for undo are still
+ * cached when the body overwrites them (measured best of 512 to 4096). */
+#define TK__SPAN 1024
+
+/* ---- handles ------------------------------------------------------------ */
+
+/* The handle is the first member, so a tk_kernel * is also a box *.  The
+ * undo buffer is a cache that tk_kernel_run keeps across runs of a custom
+ * kernel (a fresh buffer of the output's size costs a page fault per 4 KiB
+ * on every run); undo_busy hands it to one run at a time. */
+struct tk__kernel_box {
+    tk_kernel k;
+    atomic_flag undo_busy;
+    void *undo;
+    size_t undo_bytes;
+};
+
+static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                         const float *const *in, float *out);
+
+static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
+                          tk_body_fn body, void *user, bool is_axpy, float alpha)
+{
+    struct tk__kernel_box *b = malloc(sizeof *b);
+    if (!b)
+        return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
+    b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy, alpha};
+    if (is_axpy)
+        b->k.user = &b->k.alpha;
+    atomic_flag_clear(&b->undo_busy);
+    b->undo = NULL;
+    b->undo_bytes = 0;
+    *out = &b->k;
+    return TK_OK;
+}
+
+int tk_kernel_axpy(tk_kernel **out, float alpha)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_kernel_axpy: out is NULL");
+    *out = NULL;
+    return tk__kernel_new(out, "tk_kernel_axpy", 2, tk__axpy_body, NULL, true, alpha);
+}
+
+int tk_kernel_custom(tk_kernel **out, int n_inputs, tk_body_fn body, void *user)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_kernel_custom: out is NULL");
+    *out = NULL;
+    if (n_inputs < 1 || n_inputs > TK_KERNEL_MAX_INPUTS)
+        return tk__fail(TK_ERANGE, "tk_kernel_custom: n_inputs must be in [1, %d]: got %d",
+                        TK_KERNEL_MAX_INPUTS, n_inputs);
+    if (!body)
+        return tk__fail(TK_EINVAL, "tk_kernel_custom: body is NULL");
+    return tk__kernel_new(out, "tk_kernel_custom", n_inputs, body, user, false, 0.0f);
+}
+
+void tk_kernel_destroy(tk_kernel *k)
+{
+    if (!k)
+        return;
+    struct tk__kernel_box *b = (struct tk__kernel_box *)k;
+    free(b->undo);
+    free(b);
+}
+
+int tk_kernel_set(tk_kernel *k, int param, int64_t value)
+{
+    if (!k)
+        return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
+    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS)
+        return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
+    /* TK_KERNEL_BODY is the only writable one; TK_KERNEL_INPUTS fails as read-only. */
+    int rc = tk__param_check("tk_kernel", param, value);
+    if (rc)
+        return rc;
+    k->body_kind = (int)value;
+    return TK_OK;
+}
+
+int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
+{
+    if (!k || !value)
+        return tk__fail(TK_EINVAL, "tk_kernel_get: %s is NULL", !k ? "kernel" : "value");
+    switch (param) {
+    case TK_KERNEL_BODY: *value = k->body_kind; return TK_OK;
+    case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
+    default:
+        return tk__fail(TK_EINVAL, "tk_kernel_get: unknown parameter %d", param);
+    }
+}
+
+int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
+                     const float *const *in, float *out)
+{
+    int rc = k->body(k->user, rows, cols, ld, in, out);
+    if (rc)
+        return tk__fail(TK_ECALLBACK, "kernel body returned %d on a %lldx%lld region",
+                        rc, (long long)rows, (long long)cols);
+    return TK_OK;
+}
+
+/* ---- element loops ---------------------------------------------------------
+ * Written as blocks of eight with all loads before the stores: GCC's -O2
+ * vectorizer accepts the fixed-size inner loops, and an output that is
+ * exactly an input stays correct, each element being read before written. */
+
+/* f32 -> bf16 exactly as tk_bf16_from_f32: round to nearest even by adding
+ * 0x7FFF plus the lowest kept bit; NaN becomes the quiet NaN of its sign. */
+static inline uint16_t tk__bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
+}
+
+static inline float tk__bf16_value(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void tk__axpy_f32(float *o, const float *x, const float *y, int64_t n, float a)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float xv[8], yv[8];
+        for (int j = 0; j < 8; j++) {
+            xv[j] = x[i + j];
+            yv[j] = y[i + j];
+        }
+        for (int j = 0; j < 8; j++)
+            o[i + j] = a * xv[j] + yv[j];
+    }
+    for (; i < n; i++)
+        o[i] = a * x[i] + y[i];
+}
+
+static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int64_t n,
+                          float a)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint16_t xv[8], yv[8];
+        for (int j = 0; j < 8; j++) {
+            xv[j] = x[i + j];
+            yv[j] = y[i + j];
+        }
+        for (int j = 0; j < 8; j++)
+            o[i + j] = tk__bf16_round(a * tk__bf16_value(xv[j]) + tk__bf16_value(yv[j]));
+    }
+    for (; i < n; i++)
+        o[i] = tk__bf16_round(a * tk__bf16_value(x[i]) + tk__bf16_value(y[i]));
+}
+
+/* Stored row -> f32 and f32 -> stored row (the single output cast). */
+static void tk__load_row(int dtype, float *restrict d, const void *restrict s, int64_t n)
+{
+    if (dtype == TK_DTYPE_F32) {
+        memcpy(d, s, (size_t)n * sizeof *d);
+        return;
+    }
+    const uint16_t *b = s;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            d[i + j] = tk__bf16_value(b[i + j]);
+    for (; i < n; i++)
+        d[i] = tk__bf16_value(b[i]);
+}
+
+static void tk__store_row(int dtype, void *restrict d, const float *restrict s, int64_t n)
+{
+    if (dtype == TK_DTYPE_F32) {
+        memcpy(d, s, (size_t)n * sizeof *s);
+        return;
+    }
+    uint16_t *b = d;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            b[i + j] = tk__bf16_round(s[i + j]);
+    for (; i < n; i++)
+        b[i] = tk__bf16_round(s[i]);
+}
+
+/* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y). */
+static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                         const float *const *in, float *out)
+{
+    float a = *(const float *)user;
+    for (int64_t r = 0; r < rows; r++)
+        tk__axpy_f32(out + r * ld, in[0] + r * ld, in[1] + r * ld, cols, a);
+    return 0;
+}
+
+/* Undo copies bypass the cache on x86: the saved old output is read back
+ * only after a failed callback, and streaming it keeps it from evicting the
+ * operands (a custom body measured about 1.25x the built-in this way, about
+ * 2x with memcpy). */
+static void tk__stream_copy(void *dst, const void *src, size_t bytes)
+{
+#if defined(__SSE2__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    /* Only whole 64-byte lines are streamed: a line written partly by
+     * streaming stores and partly by ordinary ones goes out to memory as a
+     * slow partial write. */
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (head > bytes)
+        head = bytes;
+    memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64)
+        for (int i = 0; i < 64; i += 16)
+            _mm_stream_si128((__m128i *)(void *)(d + i),
+                             _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+    memcpy(d, s, bytes);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+static void tk__stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+/* ---- the executor ------------------------------------------------------------ */
+
+typedef struct {
+    int64_t r, c, h, w;
+} tk__rect;
+
+typedef struct {
+    const tk_kernel *k;
+    int dtype, n;
+    int64_t rows, cols, br, bc;
+    size_t esize;
+    const unsigned char *in[TK_KERNEL_MAX_INPUTS];
+    int64_t in_ld[TK_KERNEL_MAX_INPUTS];
+    unsigned char *out;
+    int64_t out_ld;
+    bool direct;         /* f32 with one shared stride: bodies run on the matrices */
+    unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
+    float *scratch;      /* n + 1 staging areas of `area` floats */
+    int64_t area;
+} tk__exec;
+
+static inline const void *tk__in_at(const tk__exec *e, int i, int64_t r, int64_t c)
+{
+    return e->in[i] + (size_t)(r * e->in_ld[i] + c) * e->esize;
+}
+static inline void *tk__out_at(const tk__exec *e, int64_t r, int64_t c)
+{
+    return e->out + (size_t)(r * e->out_ld + c) * e->esize;
+}
+static inline unsigned char *tk__undo_at(const tk__exec *e, int64_t r, int64_t c)
+{
+    return e->undo + (size_t)(r * e->cols + c) * e->esize;
+}
+
+static void tk__save(const tk__exec *e, tk__rect g)
+{
+    if (!e->undo)
+        return;
+    for (int64_t i = 0; i < g.h; i++)
+        tk__stream_copy(tk__undo_at(e, g.r + i, g.c), tk__out_at(e, g.r + i, g.c),
+                        (size_t)g.w * e->esize);
+}
+
+/* Work is written in row-major order, so what a failed run has written is
+ * rows [0, full) plus, below them, rows [full, end) left of column c. */
+static void tk__restore(const tk__exec *e, int64_t full, int64_t end, int64_t c)
+{
+    if (!e->undo)
+        return;
+    tk__stream_fence();
+    for (int64_t r = 0; r < end; r++)
+        memcpy(tk__out_at(e, r, 0), tk__undo_at(e, r, 0),
+               (size_t)(r < full ? e->cols : c) * e->esize);
+}
+
+static void tk__axpy_rect(const tk__exec *e, tk__rect g)
+{
+    for (int64_t i = 0; i < g.h; i++) {
+        if (e->dtype == TK_DTYPE_F32)
+            tk__axpy_f32(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
+                         tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->alpha);
+        else
+            tk__axpy_bf16(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
+                          tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->alpha);
+    }
+}
+
+static int tk__call(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int64_t ld,
+                    const float *const *in, float *out)
+{
+    int rc = tk__kernel_apply(e->k, h, w, ld, in, out);
+    if (rc) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", tk_last_error_message());
+        return tk__fail(rc, "tk_kernel_run: %s at row %lld, col %lld; the output is "
+                        "unchanged", why, (long long)g.r, (long long)g.c);
+    }
+    return TK_OK;
+}
+
+/* Run the body on an h x w area whose top-left src.h x src.w part holds the
+ * operands at src (the rest zero) and write that part of the result to src.
+ * `own` is the part of src not written before, saved for undo.  *touched
+ * tells whether the output was written before the body returned. */
+static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk__rect own,
+                      bool *touched)
+{
+    const float *in[TK_KERNEL_MAX_INPUTS];
+    if (e->direct && src.h == h && src.w == w) {
+        for (int i = 0; i < e->n; i++)
+            in[i] = tk__in_at(e, i, src.r, src.c);
+        tk__save(e, own);
+        *touched = true;
+        return tk__call(e, src, h, w, e->out_ld, in, tk__out_at(e, src.r, src.c));
+    }
+    *touched = false;
+    float *res = e->scratch + e->n * e->area;
+    for (int i = 0; i < e->n; i++) {
+        float *d = e->scratch + i * e->area;
+        for (int64_t r = 0; r < h; r++, d += w) {
+            int64_t valid = r < src.h ? src.w : 0;
+            if (valid)
+                tk__load_row(e->dtype, d, tk__in_at(e, i, src.r + r, src.c), valid);
+            memset(d + valid, 0, (size_t)(w - valid) * sizeof *d);
+        }
+        in[i] = e->scratch + i * e->area;
+    }
+    int rc = tk__call(e, src, h, w, w, in, res);
+    if (rc)
+        return rc;
+    tk__save(e, own);
+    for (int64_t r = 0; r < src.h; r++)
+        tk__store_row(e->dtype, tk__out_at(e, src.r + r, src.c), res + r * w, src.w);
+    return TK_OK;
+}
+
+static bool tk__contiguous(const tk__exec *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->in_ld[i] != e->cols)
+            return false;
+    return e->out_ld == e->cols;
+}
+
+/* Elementwise bodies (mask, and pad on the padded copies): whole rows at a
+ * time, or spans of rows; tiles play no part in the result. */
+static int tk__run_elementwise(const tk__exec *e)
+{
+    if (e->k->is_axpy) {
+        if (tk__contiguous(e))
+            tk__axpy_rect(e, (tk__rect){0, 0, 1, e->rows * e->cols});
+        else
+            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols});
+        return TK_OK;
+    }
+    int64_t band = e->cols <= TK__SPAN ? TK__SPAN / e->cols : 1;
+    for (int64_t r = 0; r < e->rows; r += band) {
+        int64_t h = band < e->rows - r ? band : e->rows - r;
+        for (int64_t c = 0; c < e->cols; c += TK__SPAN) {
+            int64_t w = TK__SPAN < e->cols - c ? TK__SPAN : e->cols - c;
+            tk__rect g = {r, c, h, w};
+            bool touched;
+            int rc = tk__region(e, g, h, w, g, &touched);
+            if (rc) {
+                if (!touched)
+                    tk__restore(e, r, r + 1, c);
+                else if (w == e->cols)
+                    tk__restore(e, r + h, r + h, 0);
+                else
+                    tk__restore(e, r, r + 1, c + w);
+                return rc;
+            }
+        }
+    }
+    return TK_OK;
+}
+
+/* Blockwise bodies see whole blocks, tiles in grid order; shift-inwards
+ * runs elementwise bodies on blocks moved back inside the matrix. */
+static int tk__run_tiles(const tk__exec *e, bool shifted)
+{
+    for (int64_t r0 = 0; r0 < e->rows; r0 += e->br) {
+        int64_t h = e->br < e->rows - r0 ? e->br : e->rows - r0;
+        /* The built-in body is elementwise: it computes the moved blocks of
+         * a tile row one matrix row at a time, the same work (overlaps
+         * included) in memory order instead of block by block. */
+        for (int64_t r = r0 + h - e->br; shifted && e->k->is_axpy && r < r0 + h; r++)
+            for (int64_t c0 = 0; c0 < e->cols; c0 += e->bc) {
+                int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
+                tk__axpy_rect(e, (tk__rect){r, c0 + w - e->bc, 1, e->bc});
+            }
+        for (int64_t c0 = 0; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
+            int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
+            tk__rect own = {r0, c0, h, w}, src = own;
+            if (shifted)
+                src = (tk__rect){r0 + h - e->br, c0 + w - e->bc, e->br, e->bc};
+            bool touched;
+            int rc = tk__region(e, src, e->br, e->bc, own, &touched);
+            if (rc) {
+                tk__restore(e, r0, r0 + h, touched ? c0 + w : c0);
+                return rc;
+            }
+        }
+    }
+    return TK_OK;
+}
+
+static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
+                          const tk_matrix *const *in, const tk_matrix *out, bool aliased)
+{
+    *e = (tk__exec){.k = k, .dtype = out->dtype, .n = k->n_inputs, .rows = out->rows,
+                    .cols = out->cols, .br = t->block_rows, .bc = t->block_cols,
+                    .esize = (size_t)tk_dtype_size(out->dtype), .out = out->data,
+                    .out_ld = out->stride};
+    /* The built-in body reads each element before writing it, so it may
+     * run on an output that is an input; custom bodies are staged then. */
+    e->direct = e->dtype == TK_DTYPE_F32 && (k->is_axpy || !aliased);
+    for (int i = 0; i < e->n; i++) {
+        e->in[i] = in[i]->data;
+        e->in_ld[i] = in[i]->stride;
+        e->direct = e->direct && in[i]->stride == out->stride;
+    }
+}
+
+/* Staging areas for what cannot run in place; none for the built-in
+ * elementwise loops. */
+static int tk__scratch(tk__exec *e, int tail, bool blockwise)
+{
+    bool edges = e->rows % e->br || e->cols % e->bc;
+    e->area = 0;
+    if (blockwise && (!e->direct || edges))
+        e->area = e->br * e->bc;   /* no overflow: at most the padded size */
+    else if (!blockwise && !e->direct && !e->k->is_axpy)
+        e->area = tail == TK_TAIL_SHIFT_INWARDS ? e->br * e->bc : TK__SPAN;
+    if (!e->area)
+        return TK_OK;
+    size_t bytes;
+    int rc = tk__bytes(e->n + 1, e->area, sizeof(float), &bytes);
+    if (rc)
+        return rc;
+    if (!(e->scratch = malloc(bytes)))
+        return tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of "
+                        "staging", bytes);
+    return TK_OK;
+}
+
+static int tk__dispatch(tk__exec *e, int tail)
+{
+    bool blockwise = e->k->body_kind == TK_BODY_BLOCKWISE;
+    int rc = tk__scratch(e, tail, blockwise);
+    if (rc)
+        return rc;
+    if (blockwise)
+        rc = tk__run_tiles(e, false);
+    else if (tail == TK_TAIL_SHIFT_INWARDS)
+        rc = tk__run_tiles(e, true);
+    else
+        rc = tk__run_elementwise(e);
+    free(e->scratch);
+    return rc;
+}
+
+/* TK_TAIL_PAD: the seed's wrapper.  Zero-padded copies of every input and a
+ * padded output; the body runs on them with no edge tiles; the output is
+ * cropped once every body call has succeeded, so no undo is needed. */
+static int tk__run_padded(const tk_kernel *k, const tk_tiling *t,
+                          const tk_matrix *const *inputs, tk_matrix *output)
+{
+    tk_matrix *pin[TK_KERNEL_MAX_INPUTS] = {0}, *pout = NULL;
+    int rc = TK_OK;
+    for (int i = 0; i < k->n_inputs && !rc; i++)
+        rc = tk_pad(t, inputs[i], &pin[i]);
+    if (!rc)
+        rc = tk_matrix_create(&pout, output->dtype, t->padded_rows, t->padded_cols);
+    if (!rc) {
+        tk__exec e;
+        tk__exec_init(&e, k, t, (const tk_matrix *const *)pin, pout, false);
+        rc = tk__dispatch(&e, TK_TAIL_PAD);
+    }
+    if (!rc)
+        rc = tk_crop(t, pout, output);
+    for (int i = 0; i < k->n_inputs; i++)
+        tk_matrix_destroy(pin[i]);
+    tk_matrix_destroy(pout);
+    return rc;
+}
+
+/* ---- validation (the seed's order and wording) --------------------------------- */
+
+static bool tk__overlap(const tk_matrix *a, const tk_matrix *b)
+{
+    const unsigned char *pa = a->data, *pb = b->data;
+    size_t na = (size_t)((a->rows - 1) * a->stride + a->cols) * (size_t)tk_dtype_size(a->dtype);
+    size_t nb = (size_t)((b->rows - 1) * b->stride + b->cols) * (size_t)tk_dtype_size(b->dtype);
+    return (uintptr_t)pa < (uintptr_t)pb + nb && (uintptr_t)pb < (uintptr_t)pa + na;
+}
+
+static int tk__validate(const tk_kernel *k, const tk_tiling *t,
+                        const tk_matrix *const *inputs, const tk_matrix *output,
+                        bool *aliased)
+{
+    if (!k || !t || !inputs || !output)
+        return tk__fail(TK_EINVAL, "tk_kernel_run: %s is NULL", !k ? "kernel" : !t ? "tiling"
+                        : !inputs ? "inputs" : "output");
+    for (int i = 0; i < k->n_inputs; i++)
+        if (!inputs[i])
+            return tk__fail(TK_EINVAL, "tk_kernel_run: input %d of %d is NULL", i,
+                            k->n_inputs);
+    const tk_matrix *x = inputs[0];
+    /* tk_matrix guarantees two positive dims, so "nonempty" holds already. */
+    for (int i = 1; i < k->n_inputs; i++)
+        if (inputs[i]->rows != x->rows || inputs[i]->cols != x->cols)
+            return tk__fail(TK_ESHAPE, "tk_kernel_run: inputs must be nonempty matrices "
+                            "with identical shapes: got %lldx%lld and %lldx%lld",
+                            (long long)x->rows, (long long)x->cols,
+                            (long long)inputs[i]->rows, (long long)inputs[i]->cols);
+    for (int i = 0; i < k->n_inputs; i++) {
+        if (inputs[i]->dtype == x->dtype && tk__is_float_dtype(x->dtype))
+            continue;
+        if (k->n_inputs == 1)
+            return tk__fail(TK_EDTYPE, "tk_kernel_run: a float32 or bfloat16 input "
+                            "required: got %s", tk_dtype_name(x->dtype));
+        return tk__fail(TK_EDTYPE, "tk_kernel_run: matching float32 or bfloat16 inputs "
+                        "required: got %s and %s", tk_dtype_name(x->dtype),
+                        tk_dtype_name(inputs[i ? i : 1]->dtype));
+    }
+    /* Positive block dims are guaranteed by tk_tiling_create. */
+    if (output->rows != x->rows || output->cols != x->cols)
+        return tk__fail(TK_ESHAPE, "tk_kernel_run: output must have the inputs' shape "
+                        "%lldx%lld: got %lldx%lld", (long long)x->rows, (long long)x->cols,
+                        (long long)output->rows, (long long)output->cols);
+    if (output->dtype != x->dtype)
+        return tk__fail(TK_EDTYPE, "tk_kernel_run: output must be %s like the inputs: "
+                        "got %s", tk_dtype_name(x->dtype), tk_dtype_name(output->dtype));
+    if (t->rows != x->rows || t->cols != x->cols)
+        return tk__fail(TK_ESHAPE, "tk_kernel_run: the tiling is for %lldx%lld but the "
+                        "inputs are %lldx%lld", (long long)t->rows, (long long)t->cols,
+                        (long long)x->rows, (long long)x->cols);
+    if (t->tail == TK_TAIL_SHIFT_INWARDS && k->body_kind == TK_BODY_BLOCKWISE)
+        return tk__fail(TK_ELAYOUT, "tk_kernel_run: shift-inwards would change the block "
+                        "a blockwise body sees; use TK_TAIL_MASK or TK_TAIL_PAD");
+    *aliased = false;
+    for (int i = 0; i < k->n_inputs; i++) {
+        if (!tk__overlap(inputs[i], output))
+            continue;
+        if (inputs[i]->data != output->data || inputs[i]->stride != output->stride)
+            return tk__fail(TK_ELAYOUT, "tk_kernel_run: the output overlaps input %d "
+                            "without being the same matrix", i);
+        if (t->tail == TK_TAIL_SHIFT_INWARDS)
+            return tk__fail(TK_ELAYOUT, "tk_kernel_run: shift-inwards recomputes overlapping "
+                            "blocks and cannot write over input %d", i);
+        *aliased = true;
+    }
+    return TK_OK;
+}
+
+/* ---- tk_kernel_run --------------------------------------------------------------- */
+
+int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
+                  tk_matrix *output)
+{
+    bool aliased = false;
+    int rc = tk__validate(k, t, inputs, output, &aliased);
+    if (rc)
+        return rc;
+    if (t->tail == TK_TAIL_PAD)
+        return tk__run_padded(k, t, inputs, output);
+
+    tk__exec e;
+    tk__exec_init(&e, k, t, inputs, output, aliased);
+    if (k->is_axpy)   /* the built-in body never fails: no undo */
+        return tk__dispatch(&e, t->tail);
+
+    size_t bytes;
+    if ((rc = tk__bytes(e.rows, e.cols, (int64_t)e.esize, &bytes)))
+        return rc;
+    struct tk__kernel_box *b = (struct tk__kernel_box *)k;   /* only the cache changes */
+    bool cached = !atomic_flag_test_and_set_explicit(&b->undo_busy, memory_order_acquire);
+    if (cached && b->undo_bytes < bytes) {
+        free(b->undo);
+        b->undo = malloc(bytes);
+        b->undo_bytes = b->undo ? bytes : 0;
+    }
+    e.undo = cached ? b->undo : malloc(bytes);
+    if (!e.undo)
+        rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of undo", bytes);
+    else
+        rc = tk__dispatch(&e, t->tail);
+    tk__stream_fence();
+    if (cached)
+        atomic_flag_clear_explicit(&b->undo_busy, memory_order_release);
+    else
+        free(e.undo);
+    return rc;
+}

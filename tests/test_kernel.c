@@ -1,0 +1,976 @@
+/* test_kernel.c - tk_kernel and tk_kernel_run: every tail strategy and body
+ * kind against an independent untiled loop, bit for bit. */
+#include "tk_test.h"
+
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- the independent reference -------------------------------------------------
+ * Round to nearest even written from the definition (not the library's
+ * add-and-shift form): keep the high half, round up when the dropped half
+ * is above one half, or exactly one half with an odd kept half. */
+static uint16_t ref_bf16(float f)
+{
+    uint32_t u = tkt_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (u & 0x80000000u) ? 0xFFC0 : 0x7FC0;
+    uint32_t hi = u >> 16, lo = u & 0xFFFFu;
+    if (lo > 0x8000u || (lo == 0x8000u && (hi & 1u)))
+        hi++;
+    return (uint16_t)hi;
+}
+static float ref_f32(uint16_t b) { return tkt_float((uint32_t)b << 16); }
+
+/* A stored element promoted to f32, read through the public accessors. */
+static float stored(const tk_matrix *m, int64_t r, int64_t c)
+{
+    size_t at = (size_t)(r * tk_matrix_row_stride(m) + c);
+    if (tk_matrix_dtype(m) == TK_DTYPE_F32)
+        return ((const float *)tk_matrix_data(m))[at];
+    return ref_f32(((const uint16_t *)tk_matrix_data(m))[at]);
+}
+
+/* The stored bits of element (r, c), widened. */
+static uint32_t bits_at(const tk_matrix *m, int64_t r, int64_t c)
+{
+    size_t at = (size_t)(r * tk_matrix_row_stride(m) + c);
+    if (tk_matrix_dtype(m) == TK_DTYPE_F32)
+        return tkt_bits(((const float *)tk_matrix_data(m))[at]);
+    return ((const uint16_t *)tk_matrix_data(m))[at];
+}
+
+/* The contract's result bits for one f32 value: cast once to dtype. */
+static uint32_t cast_bits(int dtype, float v)
+{
+    return dtype == TK_DTYPE_F32 ? tkt_bits(v) : ref_bf16(v);
+}
+
+/* Untiled reference for alpha*x + y, each operation separately rounded. */
+static uint32_t *oracle_axpy(const tk_matrix *x, const tk_matrix *y, float alpha)
+{
+    int64_t rows = tk_matrix_rows(x), cols = tk_matrix_cols(x);
+    uint32_t *want = malloc((size_t)(rows * cols) * sizeof *want);
+    cr_assert_not_null(want);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float prod = alpha * stored(x, r, c);
+            float sum = prod + stored(y, r, c);
+            want[r * cols + c] = cast_bits(tk_matrix_dtype(x), sum);
+        }
+    return want;
+}
+
+static void expect_bits(const tk_matrix *out, const uint32_t *want, const char *what)
+{
+    int64_t rows = tk_matrix_rows(out), cols = tk_matrix_cols(out);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            if (bits_at(out, r, c) != want[r * cols + c])
+                cr_assert_fail("%s: %lldx%lld %s differs at (%lld, %lld): got 0x%08x, "
+                               "want 0x%08x", what, (long long)rows, (long long)cols,
+                               tk_dtype_name(tk_matrix_dtype(out)), (long long)r,
+                               (long long)c, bits_at(out, r, c), want[r * cols + c]);
+}
+
+/* A matrix of dtype holding `data` represented in it, row stride >= cols. */
+static tk_matrix *make(int dtype, int64_t rows, int64_t cols, int64_t stride, uint64_t seed)
+{
+    size_t n = (size_t)(rows * stride);
+    float *src = malloc(n * sizeof *src);
+    cr_assert_not_null(src);
+    tkt_fill(src, n, seed);
+    tk_matrix *m;
+    if (stride == cols) {
+        tkt_expect_status(tk_matrix_from_f32(&m, dtype, rows, cols, src, cols), TK_OK);
+    } else {
+        size_t es = (size_t)tk_dtype_size(dtype);
+        void *buf = malloc(n * es);
+        cr_assert_not_null(buf);
+        if (dtype == TK_DTYPE_F32)
+            memcpy(buf, src, n * es);
+        else
+            for (size_t i = 0; i < n; i++)
+                ((uint16_t *)buf)[i] = ref_bf16(src[i]);
+        tkt_expect_status(tk_matrix_wrap(&m, dtype, rows, cols, stride, buf), TK_OK);
+    }
+    free(src);
+    return m;
+}
+
+/* Free what make() wrapped, then the handle. */
+static void unmake(tk_matrix *m)
+{
+    if (tk_matrix_row_stride(m) != tk_matrix_cols(m))
+        free(tk_matrix_data(m));
+    tk_matrix_destroy(m);
+}
+
+/* From the first element to the last, row gaps included. */
+static size_t storage_bytes(const tk_matrix *m)
+{
+    return (size_t)(((tk_matrix_rows(m) - 1) * tk_matrix_row_stride(m) + tk_matrix_cols(m)) *
+                    tk_dtype_size(tk_matrix_dtype(m)));
+}
+
+/* Snapshot of a matrix's whole storage, row gaps included. */
+static void *snapshot(const tk_matrix *m)
+{
+    void *s = malloc(storage_bytes(m));
+    cr_assert_not_null(s);
+    memcpy(s, tk_matrix_data(m), storage_bytes(m));
+    return s;
+}
+static void expect_unchanged(const tk_matrix *m, const void *snap, const char *what)
+{
+    cr_assert(memcmp(tk_matrix_data(m), snap, storage_bytes(m)) == 0,
+              "%s: the output buffer changed", what);
+}
+
+/* Custom bodies.  Each checks what the executor promises it and fails the
+ * run (non-zero) otherwise, so a broken promise cannot pass unnoticed. */
+struct body_ctx {
+    float alpha;
+    int64_t block_rows, block_cols;   /* > 0: a blockwise body expects these */
+    long calls, fail_at;              /* fail_at < 0: never fail */
+};
+
+static int axpy_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                   const float *const *in, float *out)
+{
+    struct body_ctx *c = user;
+    long call = c->calls++;
+    if (call == c->fail_at)
+        return 7;
+    if (rows < 1 || cols < 1 || ld < cols)
+        return 100;
+    if (c->block_rows > 0 && (rows != c->block_rows || cols != c->block_cols))
+        return 101;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) {
+            float prod = c->alpha * in[0][r * ld + j];
+            out[r * ld + j] = prod + in[1][r * ld + j];
+        }
+    return 0;
+}
+
+/* ---- construction and parameters ------------------------------------------------ */
+
+Test(kernel, constructors_and_parameters)
+{
+    tk_kernel *k = (tk_kernel *)&k;
+    int64_t v = -1;
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_BODY, &v), TK_OK);
+    cr_assert_eq(v, TK_BODY_ELEMENTWISE);
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_INPUTS, &v), TK_OK);
+    cr_assert_eq(v, 2);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_BODY, &v), TK_OK);
+    cr_assert_eq(v, TK_BODY_BLOCKWISE);
+
+    const int64_t bad_body[] = {0, 3, -1, INT64_MAX};
+    for (size_t i = 0; i < sizeof bad_body / sizeof *bad_body; i++) {
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, bad_body[i]), TK_ERANGE);
+        tkt_expect_status(tk_kernel_get(k, TK_KERNEL_BODY, &v), TK_OK);
+        cr_assert_eq(v, TK_BODY_BLOCKWISE, "a rejected value changed the body kind");
+    }
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_INPUTS, 3), TK_EINVAL);
+    tkt_expect_status(tk_kernel_set(k, TK_TILING_TAIL, TK_TAIL_PAD), TK_EINVAL);
+    tkt_expect_status(tk_kernel_set(NULL, TK_KERNEL_BODY, 1), TK_EINVAL);
+    v = 42;
+    tkt_expect_status(tk_kernel_get(k, 9999, &v), TK_EINVAL);
+    cr_assert_eq(v, 42);
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_BODY, NULL), TK_EINVAL);
+    tkt_expect_status(tk_kernel_get(NULL, TK_KERNEL_BODY, &v), TK_EINVAL);
+    tk_kernel_destroy(k);
+
+    struct body_ctx ctx = {.alpha = 1, .fail_at = -1};
+    const int ns[] = {1, 5, TK_KERNEL_MAX_INPUTS};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        tkt_expect_status(tk_kernel_custom(&k, ns[i], axpy_cb, &ctx), TK_OK);
+        tkt_expect_status(tk_kernel_get(k, TK_KERNEL_INPUTS, &v), TK_OK);
+        cr_assert_eq(v, ns[i]);
+        tkt_expect_status(tk_kernel_get(k, TK_KERNEL_BODY, &v), TK_OK);
+        cr_assert_eq(v, TK_BODY_ELEMENTWISE, "custom bodies default to elementwise");
+        tk_kernel_destroy(k);
+    }
+    const int bad_n[] = {0, -1, TK_KERNEL_MAX_INPUTS + 1};
+    for (size_t i = 0; i < sizeof bad_n / sizeof *bad_n; i++) {
+        k = (tk_kernel *)&k;
+        tkt_expect_status(tk_kernel_custom(&k, bad_n[i], axpy_cb, &ctx), TK_ERANGE);
+        cr_assert_null(k);
+        char want[32];
+        snprintf(want, sizeof want, "got %d", bad_n[i]);
+        cr_assert(strstr(tk_last_error_message(), want), "%s", tk_last_error_message());
+    }
+    k = (tk_kernel *)&k;
+    tkt_expect_status(tk_kernel_custom(&k, 2, NULL, &ctx), TK_EINVAL);
+    cr_assert_null(k);
+    tkt_expect_status(tk_kernel_custom(NULL, 2, axpy_cb, &ctx), TK_EINVAL);
+    tkt_expect_status(tk_kernel_axpy(NULL, 2.0f), TK_EINVAL);
+    tk_kernel_destroy(NULL);
+}
+
+/* ---- the shape x dtype x block x tail sweep ----------------------------------------- */
+
+struct sweep {
+    int64_t rows, cols;
+    int dtype;
+    int64_t br, bc;
+};
+
+ParameterizedTestParameters(kernel, sweep)
+{
+    static const int64_t shapes[][2] = {{1, 1},   {8, 128},  {9, 129},
+                                        {17, 257}, {15, 255}, {4095, 4093}};
+    static const int64_t blocks[][2] = {{2, 4}, {8, 128}, {16, 256}, {256, 512}};
+    static struct sweep p[6 * 2 * 4];
+    size_t n = 0;
+    for (int s = 0; s < 6; s++)
+        for (int d = 0; d < 2; d++)
+            for (int b = 0; b < 4; b++)
+                p[n++] = (struct sweep){shapes[s][0], shapes[s][1],
+                                        d ? TK_DTYPE_BF16 : TK_DTYPE_F32, blocks[b][0],
+                                        blocks[b][1]};
+    return cr_make_param_array(struct sweep, p, n);
+}
+
+/* Every tail strategy, built-in and custom bodies, elementwise and
+ * blockwise: bit-identical to the untiled reference, or refused where the
+ * contract says so with the output left untouched. */
+ParameterizedTest(struct sweep *p, kernel, sweep)
+{
+    tk_matrix *x = make(p->dtype, p->rows, p->cols, p->cols, 11);
+    tk_matrix *y = make(p->dtype, p->rows, p->cols, p->cols, 12);
+    tk_matrix *out = make(p->dtype, p->rows, p->cols, p->cols, 13);
+    const tk_matrix *in[] = {x, y};
+    const float custom_alpha = 0.7f;   /* not a power of two: products round */
+    uint32_t *want_builtin = oracle_axpy(x, y, 2.0f);
+    uint32_t *want_custom = oracle_axpy(x, y, custom_alpha);
+    void *before = snapshot(out);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, p->rows, p->cols, p->br, p->bc), TK_OK);
+    const int tails[] = {TK_TAIL_PAD, TK_TAIL_MASK, TK_TAIL_SHIFT_INWARDS};
+    const bool shift_ok = p->rows >= p->br && p->cols >= p->bc;
+
+    for (int ti = 0; ti < 3; ti++) {
+        int tail = tails[ti];
+        if (tail == TK_TAIL_SHIFT_INWARDS && !shift_ok) {
+            tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, tail), TK_ELAYOUT);
+            continue;
+        }
+        tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, tail), TK_OK);
+        for (int variant = 0; variant < 4; variant++) {
+            bool custom = variant >= 2, blockwise = variant % 2;
+            struct body_ctx ctx = {custom_alpha, blockwise ? p->br : 0, blockwise ? p->bc : 0,
+                                   0, -1};
+            tk_kernel *k;
+            if (custom)
+                tkt_expect_status(tk_kernel_custom(&k, 2, axpy_cb, &ctx), TK_OK);
+            else
+                tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+            if (blockwise)
+                tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+            memcpy(tk_matrix_data(out), before, storage_bytes(out));
+            char what[96];
+            snprintf(what, sizeof what, "tail %d, %s %s body, block %lldx%lld", tail,
+                     custom ? "custom" : "built-in", blockwise ? "blockwise" : "elementwise",
+                     (long long)p->br, (long long)p->bc);
+            if (tail == TK_TAIL_SHIFT_INWARDS && blockwise) {
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ELAYOUT);
+                expect_unchanged(out, before, what);
+            } else {
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+                expect_bits(out, custom ? want_custom : want_builtin, what);
+            }
+            tk_kernel_destroy(k);
+        }
+    }
+    free(before);
+    free(want_builtin);
+    free(want_custom);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
+}
+
+/* The seed's configuration sweep: 15x255 on blocks (8,128) and (16,256),
+ * 4096 padded elements each (the seed's 2 and 3 buffers belong to
+ * tk_pipeline), and the same result for each block under every tail. */
+Test(kernel, seed_configuration_sweep)
+{
+    const int64_t blocks[][2] = {{8, 128}, {16, 256}};
+    for (int d = 0; d < 2; d++) {
+        int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+        tk_matrix *x = make(dtype, 15, 255, 255, 8), *y = make(dtype, 15, 255, 255, 9);
+        tk_matrix *out = make(dtype, 15, 255, 255, 10);
+        const tk_matrix *in[] = {x, y};
+        uint32_t *want = oracle_axpy(x, y, 2.0f);
+        tk_kernel *k;
+        tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+        for (int b = 0; b < 2; b++) {
+            tk_tiling *t;
+            int64_t padded;
+            tkt_expect_status(tk_tiling_create(&t, 15, 255, blocks[b][0], blocks[b][1]), TK_OK);
+            tkt_expect_status(tk_tiling_get(t, TK_TILING_PADDED_ELEMENTS, &padded), TK_OK);
+            cr_assert_eq(padded, 4096, "block %lldx%lld", (long long)blocks[b][0],
+                         (long long)blocks[b][1]);
+            for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++) {
+                tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, tail),
+                                  tail == TK_TAIL_SHIFT_INWARDS && b ? TK_ELAYOUT : TK_OK);
+                if (tail == TK_TAIL_SHIFT_INWARDS && b)
+                    continue;   /* 15 rows cannot hold a 16-row block */
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+                expect_bits(out, want, "seed sweep");
+            }
+            tk_tiling_destroy(t);
+        }
+        free(want);
+        tk_kernel_destroy(k);
+        tk_matrix_destroy(x);
+        tk_matrix_destroy(y);
+        tk_matrix_destroy(out);
+    }
+}
+
+/* ---- strided and aliased operands ----------------------------------------------- */
+
+struct layout {
+    int dtype, tail, variant;
+};
+
+ParameterizedTestParameters(kernel, strided_and_aliased)
+{
+    static struct layout p[2 * 3 * 4];
+    size_t n = 0;
+    for (int d = 0; d < 2; d++)
+        for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++)
+            for (int v = 0; v < 4; v++)
+                p[n++] = (struct layout){d ? TK_DTYPE_BF16 : TK_DTYPE_F32, tail, v};
+    return cr_make_param_array(struct layout, p, n);
+}
+
+/* Row strides that differ between operands (the executor stages them) and an
+ * output that is input 0 (allowed except under shift-inwards, which rereads
+ * what it wrote).  The gaps between rows of the output are never written. */
+ParameterizedTest(struct layout *p, kernel, strided_and_aliased)
+{
+    const int64_t rows = 37, cols = 1100, br = 8, bc = 128;
+    bool custom = p->variant >= 2, blockwise = p->variant % 2;
+    struct body_ctx ctx = {0.7f, blockwise ? br : 0, blockwise ? bc : 0, 0, -1};
+    tk_kernel *k;
+    if (custom)
+        tkt_expect_status(tk_kernel_custom(&k, 2, axpy_cb, &ctx), TK_OK);
+    else
+        tkt_expect_status(tk_kernel_axpy(&k, 0.7f), TK_OK);
+    if (blockwise)
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, rows, cols, br, bc), TK_OK);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+    bool refused = p->tail == TK_TAIL_SHIFT_INWARDS && blockwise;
+
+    tk_matrix *x = make(p->dtype, rows, cols, cols + 3, 21);
+    tk_matrix *y = make(p->dtype, rows, cols, cols + 5, 22);
+    tk_matrix *out = make(p->dtype, rows, cols, cols + 1, 23);
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, 0.7f);
+    void *before = snapshot(out);
+    if (refused) {
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ELAYOUT);
+        expect_unchanged(out, before, "blockwise shift-inwards");
+    } else {
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+        expect_bits(out, want, "strided operands");
+        /* The element after each row but the last is in the stride's gap. */
+        size_t es = (size_t)tk_dtype_size(p->dtype);
+        for (int64_t r = 0; r + 1 < rows; r++) {
+            size_t gap = (size_t)(r * (cols + 1) + cols) * es;
+            cr_assert(!memcmp((char *)tk_matrix_data(out) + gap, (char *)before + gap, es),
+                      "row %lld's stride gap was written", (long long)r);
+        }
+    }
+
+    /* out = x: the same matrix as input 0 and as the output. */
+    const tk_matrix *self[] = {x, y};
+    void *x_before = snapshot(x);
+    if (p->tail == TK_TAIL_SHIFT_INWARDS) {
+        tkt_expect_status(tk_kernel_run(k, t, self, x), TK_ELAYOUT);
+        expect_unchanged(x, x_before, "aliased shift-inwards");
+    } else {
+        tkt_expect_status(tk_kernel_run(k, t, self, x), TK_OK);
+        expect_bits(x, want, "output aliasing input 0");
+    }
+    free(x_before);
+    free(before);
+    free(want);
+    unmake(x);
+    unmake(y);
+    unmake(out);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(k);
+}
+
+/* An output that overlaps an input without being it is refused. */
+Test(kernel, partial_overlap_is_refused)
+{
+    float *buf = malloc(8 * 130 * sizeof *buf);
+    cr_assert_not_null(buf);
+    tkt_fill(buf, 8 * 130, 5);
+    tk_matrix *x, *view, *y = make(TK_DTYPE_F32, 8, 128, 128, 6);
+    tkt_expect_status(tk_matrix_wrap(&x, TK_DTYPE_F32, 8, 128, 130, buf), TK_OK);
+    tkt_expect_status(tk_matrix_wrap(&view, TK_DTYPE_F32, 8, 128, 130, buf + 1), TK_OK);
+    tk_tiling *t;
+    tk_kernel *k;
+    tkt_expect_status(tk_tiling_create(&t, 8, 128, 8, 128), TK_OK);
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    const tk_matrix *in[] = {y, x};
+    void *before = snapshot(view);
+    tkt_expect_status(tk_kernel_run(k, t, in, view), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "input 1"), "%s", tk_last_error_message());
+    expect_unchanged(view, before, "partial overlap");
+    free(before);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(view);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    free(buf);
+}
+
+/* ---- the seed's experiments --------------------------------------------------------- */
+
+struct perm {
+    int dtype, tail;
+};
+
+ParameterizedTestParameters(kernel, joint_row_permutation)
+{
+    static struct perm p[6];
+    for (int i = 0; i < 6; i++)
+        p[i] = (struct perm){i % 2 ? TK_DTYPE_BF16 : TK_DTYPE_F32, TK_TAIL_PAD + i / 2};
+    return cr_make_param_array(struct perm, p, 6);
+}
+
+/* Permuting the rows of both inputs, then restoring the output's row order,
+ * gives the identical output: rows are not coupled. */
+ParameterizedTest(struct perm *p, kernel, joint_row_permutation)
+{
+    const int64_t rows = 9, cols = 129, order[9] = {8, 0, 7, 1, 6, 2, 5, 3, 4};
+    tk_matrix *x = make(p->dtype, rows, cols, cols, 31), *y = make(p->dtype, rows, cols, cols, 32);
+    tk_matrix *px, *py, *out, *pout;
+    tkt_expect_status(tk_matrix_create(&px, p->dtype, rows, cols), TK_OK);
+    tkt_expect_status(tk_matrix_create(&py, p->dtype, rows, cols), TK_OK);
+    tkt_expect_status(tk_matrix_create(&out, p->dtype, rows, cols), TK_OK);
+    tkt_expect_status(tk_matrix_create(&pout, p->dtype, rows, cols), TK_OK);
+    size_t row_bytes = (size_t)(cols * tk_dtype_size(p->dtype));
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy((char *)tk_matrix_data(px) + r * row_bytes,
+               (char *)tk_matrix_data(x) + order[r] * row_bytes, row_bytes);
+        memcpy((char *)tk_matrix_data(py) + r * row_bytes,
+               (char *)tk_matrix_data(y) + order[r] * row_bytes, row_bytes);
+    }
+    tk_tiling *t;
+    tk_kernel *k;
+    tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    const tk_matrix *in[] = {x, y}, *pin[] = {px, py};
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, pin, pout), TK_OK);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            cr_assert_eq(bits_at(pout, r, c), bits_at(out, order[r], c),
+                         "row %lld (from %lld), col %lld", (long long)r,
+                         (long long)order[r], (long long)c);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(px);
+    tk_matrix_destroy(py);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(pout);
+}
+
+/* Bodies for the rounding counterexample: x + 2^-8 + 2^-8 in f32, or with
+ * the intermediate rounded to bfloat16 first. */
+static const float eighth_bit = 0.00390625f;   /* 2^-8 */
+static int add_twice_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                        const float *const *in, float *out)
+{
+    bool early = *(const bool *)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float first = in[0][r * ld + c] + eighth_bit;
+            if (early)
+                first = ref_f32(ref_bf16(first));
+            out[r * ld + c] = first + eighth_bit;
+        }
+    return 0;
+}
+
+/* The design's counterexample through the library: rounding the
+ * intermediate 1.00390625 early gives 1.0; the one final cast the library
+ * applies gives 1.0078125. */
+Test(kernel, early_versus_final_rounding)
+{
+    float one = 1.0f;
+    tk_matrix *x, *out;
+    tkt_expect_status(tk_matrix_from_f32(&x, TK_DTYPE_BF16, 1, 1, &one, 1), TK_OK);
+    tkt_expect_status(tk_matrix_create(&out, TK_DTYPE_BF16, 1, 1), TK_OK);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 1, 1, 1, 1), TK_OK);
+    const tk_matrix *in[] = {x};
+    uint16_t got[2];
+    for (int early = 0; early < 2; early++) {
+        bool flag = early;
+        tk_kernel *k;
+        tkt_expect_status(tk_kernel_custom(&k, 1, add_twice_cb, &flag), TK_OK);
+        for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++) {
+            tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, tail), TK_OK);
+            tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+            got[early] = *(const uint16_t *)tk_matrix_data(out);
+            float first = one + eighth_bit;
+            float want = early ? ref_f32(ref_bf16(first)) + eighth_bit : first + eighth_bit;
+            cr_assert_eq(got[early], ref_bf16(want), "%s rounding: got 0x%04x, want 0x%04x",
+                         early ? "early" : "final", got[early], ref_bf16(want));
+        }
+        tk_kernel_destroy(k);
+    }
+    cr_assert_eq(tkt_bits(ref_f32(got[1])), tkt_bits(1.0f));
+    cr_assert_eq(tkt_bits(ref_f32(got[0])), tkt_bits(1.0078125f));
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(out);
+}
+
+/* The representation half of the same story: f32 inputs keep 1.00390625,
+ * bfloat16 inputs store it as 1.0, and one library run shows each. */
+Test(kernel, input_representation_changes_the_result)
+{
+    const float first = 1.00390625f, second = eighth_bit;
+    float sum[2];
+    for (int d = 0; d < 2; d++) {
+        int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+        tk_matrix *a, *b, *out;
+        tkt_expect_status(tk_matrix_from_f32(&a, dtype, 1, 1, &first, 1), TK_OK);
+        tkt_expect_status(tk_matrix_from_f32(&b, dtype, 1, 1, &second, 1), TK_OK);
+        tkt_expect_status(tk_matrix_create(&out, dtype, 1, 1), TK_OK);
+        tk_kernel *k;
+        tk_tiling *t;
+        tkt_expect_status(tk_kernel_axpy(&k, 1.0f), TK_OK);
+        tkt_expect_status(tk_tiling_create(&t, 1, 1, 8, 128), TK_OK);
+        const tk_matrix *in[] = {a, b};
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+        sum[d] = stored(out, 0, 0);
+        float want = d ? ref_f32(ref_bf16(ref_f32(ref_bf16(first)) + second)) : first + second;
+        cr_assert_eq(tkt_bits(sum[d]), tkt_bits(want));
+        tk_kernel_destroy(k);
+        tk_tiling_destroy(t);
+        tk_matrix_destroy(a);
+        tk_matrix_destroy(b);
+        tk_matrix_destroy(out);
+    }
+    cr_assert_eq(tkt_bits(sum[0]), tkt_bits(1.0078125f));
+    cr_assert_eq(tkt_bits(sum[1]), tkt_bits(1.0f));
+}
+
+/* ---- a body that looks across its block ----------------------------------------------- */
+
+/* Tile-local row sums; the body also checks that it sees one whole block
+ * whose part beyond the logical shape is zero.  Tiles come in grid order. */
+struct rowsum_ctx {
+    int64_t rows, cols, br, bc, grid_cols;
+    long calls;
+};
+
+static int rowsum_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                     const float *const *in, float *out)
+{
+    struct rowsum_ctx *c = user;
+    if (rows != c->br || cols != c->bc || ld < cols)
+        return 1;
+    long tile = c->calls++;
+    int64_t r0 = tile / c->grid_cols * c->br, c0 = tile % c->grid_cols * c->bc;
+    for (int64_t r = 0; r < rows; r++) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < cols; j++) {
+            float v = in[0][r * ld + j];
+            if ((r0 + r >= c->rows || c0 + j >= c->cols) && tkt_bits(v) != 0)
+                return 2;   /* padding must be +0.0 */
+            s += v;
+        }
+        for (int64_t j = 0; j < cols; j++)
+            out[r * ld + j] = s;
+    }
+    return 0;
+}
+
+struct rowsum_case {
+    int64_t rows, cols, br, bc;
+    int dtype, tail;
+};
+
+ParameterizedTestParameters(kernel, tile_local_row_sum)
+{
+    static const int64_t shapes[][4] = {{15, 255, 8, 128}, {17, 257, 16, 256},
+                                        {9, 129, 2, 4},    {300, 700, 256, 512}};
+    static struct rowsum_case p[4 * 2 * 2];
+    size_t n = 0;
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 2; d++)
+            for (int tail = 0; tail < 2; tail++)
+                p[n++] = (struct rowsum_case){shapes[s][0], shapes[s][1], shapes[s][2],
+                                              shapes[s][3], d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
+                                              tail ? TK_TAIL_MASK : TK_TAIL_PAD};
+    return cr_make_param_array(struct rowsum_case, p, n);
+}
+
+/* Pad and mask both hand a blockwise body the zero-padded block, and each
+ * output element is the sum over its own tile's part of its row. */
+ParameterizedTest(struct rowsum_case *p, kernel, tile_local_row_sum)
+{
+    tk_matrix *x = make(p->dtype, p->rows, p->cols, p->cols, 41);
+    tk_matrix *out = make(p->dtype, p->rows, p->cols, p->cols, 42);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, p->rows, p->cols, p->br, p->bc), TK_OK);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+    int64_t grid_rows = (p->rows + p->br - 1) / p->br, grid_cols = (p->cols + p->bc - 1) / p->bc;
+    struct rowsum_ctx ctx = {p->rows, p->cols, p->br, p->bc, grid_cols, 0};
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 1, rowsum_cb, &ctx), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    const tk_matrix *in[] = {x};
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    cr_assert_eq(ctx.calls, grid_rows * grid_cols, "one call per tile");
+
+    uint32_t *want = malloc((size_t)(p->rows * p->cols) * sizeof *want);
+    cr_assert_not_null(want);
+    for (int64_t r = 0; r < p->rows; r++)
+        for (int64_t c0 = 0; c0 < p->cols; c0 += p->bc) {
+            float s = 0.0f;
+            for (int64_t j = c0; j < c0 + p->bc; j++)
+                s += j < p->cols ? stored(x, r, j) : 0.0f;
+            for (int64_t j = c0; j < c0 + p->bc && j < p->cols; j++)
+                want[r * p->cols + j] = cast_bits(p->dtype, s);
+        }
+    expect_bits(out, want, "tile-local row sum");
+
+    /* Shift-inwards would hand the body a different block: refused. */
+    void *before = snapshot(out);
+    if (p->rows >= p->br && p->cols >= p->bc) {
+        tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, TK_TAIL_SHIFT_INWARDS), TK_OK);
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ELAYOUT);
+        expect_unchanged(out, before, "blockwise shift-inwards");
+    }
+    free(before);
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(out);
+}
+
+/* ---- rejections: status, a message naming the values, output untouched ---------------- */
+
+struct rejection_env {
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_matrix *x, *y, *out;
+    void *before;
+};
+
+static void env_open(struct rejection_env *e, int64_t rows, int64_t cols)
+{
+    tkt_expect_status(tk_kernel_axpy(&e->k, 2.0f), TK_OK);
+    tkt_expect_status(tk_tiling_create(&e->t, rows, cols, 8, 128), TK_OK);
+    e->x = make(TK_DTYPE_F32, rows, cols, cols, 51);
+    e->y = make(TK_DTYPE_F32, rows, cols, cols, 52);
+    e->out = make(TK_DTYPE_F32, rows, cols, cols, 53);
+    e->before = snapshot(e->out);
+}
+
+static void env_close(struct rejection_env *e)
+{
+    free(e->before);
+    tk_kernel_destroy(e->k);
+    tk_tiling_destroy(e->t);
+    tk_matrix_destroy(e->x);
+    tk_matrix_destroy(e->y);
+    tk_matrix_destroy(e->out);
+}
+
+#define expect_rejected(env, call, status, needle)                                     \
+    do {                                                                           \
+        tkt_expect_status(call, status);                                           \
+        cr_assert(strstr(tk_last_error_message(), needle), "message \"%s\" lacks \"%s\"", \
+                  tk_last_error_message(), needle);                                \
+        expect_unchanged((env)->out, (env)->before, #call);                        \
+    } while (0)
+
+Test(kernel, rejects_null_arguments)
+{
+    struct rejection_env e;
+    env_open(&e, 3, 4);
+    const tk_matrix *in[] = {e.x, e.y}, *hole[] = {e.x, NULL};
+    expect_rejected(&e, tk_kernel_run(NULL, e.t, in, e.out), TK_EINVAL, "kernel");
+    expect_rejected(&e, tk_kernel_run(e.k, NULL, in, e.out), TK_EINVAL, "tiling");
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, NULL, e.out), TK_EINVAL, "inputs");
+    tkt_expect_status(tk_kernel_run(e.k, e.t, in, NULL), TK_EINVAL);
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, hole, e.out), TK_EINVAL, "input 1 of 2");
+    env_close(&e);
+}
+
+Test(kernel, rejects_shapes_in_the_seeds_words)
+{
+    struct rejection_env e;
+    env_open(&e, 3, 4);
+    tk_matrix *wide = make(TK_DTYPE_F32, 3, 5, 5, 54), *tall = make(TK_DTYPE_F32, 4, 4, 4, 55);
+    const tk_matrix *mixed[] = {e.x, wide};
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, mixed, e.out), TK_ESHAPE,
+                    "inputs must be nonempty matrices with identical shapes: got 3x4 and 3x5");
+
+    const tk_matrix *in[] = {e.x, e.y};
+    void *wide_before = snapshot(wide);
+    tkt_expect_status(tk_kernel_run(e.k, e.t, in, wide), TK_ESHAPE);
+    cr_assert(strstr(tk_last_error_message(), "3x4: got 3x5"), "%s", tk_last_error_message());
+    expect_unchanged(wide, wide_before, "output of the wrong shape");
+    free(wide_before);
+
+    /* A tiling for another shape. */
+    tk_tiling *t44;
+    tkt_expect_status(tk_tiling_create(&t44, 4, 4, 8, 128), TK_OK);
+    expect_rejected(&e, tk_kernel_run(e.k, t44, in, e.out), TK_ESHAPE,
+                    "tiling is for 4x4 but the inputs are 3x4");
+    tk_tiling_destroy(t44);
+
+    /* The shape check comes before the dtype check, as in the seed. */
+    tk_matrix *tall_bf16 = make(TK_DTYPE_BF16, 4, 4, 4, 56);
+    const tk_matrix *both[] = {e.x, tall_bf16};
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, both, e.out), TK_ESHAPE, "3x4 and 4x4");
+    tk_matrix_destroy(tall_bf16);
+    tk_matrix_destroy(wide);
+    tk_matrix_destroy(tall);
+    env_close(&e);
+}
+
+Test(kernel, rejects_dtypes_without_coercion)
+{
+    struct rejection_env e;
+    env_open(&e, 8, 128);
+    tk_matrix *b = make(TK_DTYPE_BF16, 8, 128, 128, 57), *i1, *i2;
+    const tk_matrix *mixed[] = {e.x, b};
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, mixed, e.out), TK_EDTYPE,
+                    "matching float32 or bfloat16 inputs required: got float32 and bfloat16");
+
+    tkt_expect_status(tk_matrix_create(&i1, TK_DTYPE_I32, 8, 128), TK_OK);
+    tkt_expect_status(tk_matrix_create(&i2, TK_DTYPE_I32, 8, 128), TK_OK);
+    const tk_matrix *ints[] = {i1, i2};
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, ints, e.out), TK_EDTYPE,
+                    "got int32 and int32");
+
+    /* One input: no pair to mismatch, but int32 is still refused. */
+    struct body_ctx ctx = {1, 0, 0, 0, -1};
+    tk_kernel *one;
+    tkt_expect_status(tk_kernel_custom(&one, 1, axpy_cb, &ctx), TK_OK);
+    expect_rejected(&e, tk_kernel_run(one, e.t, ints, e.out), TK_EDTYPE,
+                    "a float32 or bfloat16 input required: got int32");
+    cr_assert_eq(ctx.calls, 0, "the body ran on refused inputs");
+    tk_kernel_destroy(one);
+
+    /* An output whose dtype differs from the inputs'. */
+    const tk_matrix *in[] = {e.x, e.y};
+    void *b_before = snapshot(b);
+    tkt_expect_status(tk_kernel_run(e.k, e.t, in, b), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "float32 like the inputs: got bfloat16"), "%s",
+              tk_last_error_message());
+    expect_unchanged(b, b_before, "output of the wrong dtype");
+    free(b_before);
+    tk_matrix_destroy(b);
+    tk_matrix_destroy(i1);
+    tk_matrix_destroy(i2);
+    env_close(&e);
+}
+
+Test(kernel, rejects_blockwise_shift_inwards)
+{
+    struct rejection_env e;
+    env_open(&e, 16, 256);
+    const tk_matrix *in[] = {e.x, e.y};
+    tkt_expect_status(tk_tiling_set(e.t, TK_TILING_TAIL, TK_TAIL_SHIFT_INWARDS), TK_OK);
+    tkt_expect_status(tk_kernel_set(e.k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    expect_rejected(&e, tk_kernel_run(e.k, e.t, in, e.out), TK_ELAYOUT, "blockwise");
+    env_close(&e);
+}
+
+/* ---- a failing callback leaves the output untouched -------------------------------------- */
+
+struct failure {
+    int64_t rows, cols;
+    int dtype, tail;
+    bool blockwise, aliased;
+};
+
+ParameterizedTestParameters(kernel, failing_callback)
+{
+    static const int64_t shapes[][2] = {{37, 300}, {19, 2500}};
+    static struct failure p[2 * 2 * 3 * 2 * 2];
+    size_t n = 0;
+    for (int s = 0; s < 2; s++)
+        for (int d = 0; d < 2; d++)
+            for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++)
+                for (int bw = 0; bw < 2; bw++)
+                    for (int al = 0; al < 2; al++)
+                        if (!(tail == TK_TAIL_SHIFT_INWARDS && (bw || al)))
+                            p[n++] = (struct failure){shapes[s][0], shapes[s][1],
+                                                      d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
+                                                      tail, bw, al};
+    return cr_make_param_array(struct failure, p, n);
+}
+
+/* Fail on the first call, a middle one and the last one: TK_ECALLBACK and
+ * the output's storage (the aliased input included) is bit-for-bit as it
+ * was.  Then the same kernel runs to completion and matches the reference. */
+ParameterizedTest(struct failure *p, kernel, failing_callback)
+{
+    const int64_t br = 8, bc = 128;
+    tk_matrix *x = make(p->dtype, p->rows, p->cols, p->cols, 61);
+    tk_matrix *y = make(p->dtype, p->rows, p->cols, p->cols, 62);
+    tk_matrix *out = p->aliased ? x : make(p->dtype, p->rows, p->cols, p->cols, 63);
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, 0.7f);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, p->rows, p->cols, br, bc), TK_OK);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+    struct body_ctx ctx = {0.7f, p->blockwise ? br : 0, p->blockwise ? bc : 0, 0, -1};
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 2, axpy_cb, &ctx), TK_OK);
+    if (p->blockwise)
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+
+    /* Count the calls of a complete run on a scratch output. */
+    tk_matrix *probe = make(p->dtype, p->rows, p->cols, p->cols, 64);
+    tkt_expect_status(tk_kernel_run(k, t, in, probe), TK_OK);
+    long calls = ctx.calls;
+    cr_assert_gt(calls, 2);
+    tk_matrix_destroy(probe);
+
+    void *before = snapshot(out);
+    const long fail_at[] = {0, calls / 2, calls - 1};
+    for (int f = 0; f < 3; f++) {
+        ctx.calls = 0;
+        ctx.fail_at = fail_at[f];
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
+        cr_assert(strstr(tk_last_error_message(), "returned 7"), "%s", tk_last_error_message());
+        cr_assert_eq(ctx.calls, fail_at[f] + 1, "the run went on after the failure");
+        char what[64];
+        snprintf(what, sizeof what, "failure at call %ld of %ld", fail_at[f], calls);
+        expect_unchanged(out, before, what);
+    }
+    ctx.calls = 0;
+    ctx.fail_at = -1;
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    expect_bits(out, want, "after the failed runs");
+    free(before);
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    if (!p->aliased)
+        tk_matrix_destroy(out);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+}
+
+/* ---- every bit pattern: NaN, Inf, subnormals, ties, overflow ----------------------------- */
+
+struct bits_case {
+    int dtype, tail;
+    bool blockwise;
+    float alpha;
+};
+
+ParameterizedTestParameters(kernel, random_bit_patterns)
+{
+    static const float alphas[] = {2.0f, 0.5f, -3.0f};
+    static struct bits_case p[2 * 3 * 2 * 3];
+    size_t n = 0;
+    for (int d = 0; d < 2; d++)
+        for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++)
+            for (int bw = 0; bw < 2; bw++)
+                for (int a = 0; a < 3; a++)
+                    if (!(tail == TK_TAIL_SHIFT_INWARDS && bw))
+                        p[n++] = (struct bits_case){d ? TK_DTYPE_BF16 : TK_DTYPE_F32, tail,
+                                                    bw, alphas[a]};
+    return cr_make_param_array(struct bits_case, p, n);
+}
+
+/* Inputs of uniformly random bits.  Results must match bit for bit, except
+ * that which NaN operand propagates is the hardware's choice, not part of
+ * the contract: a NaN result must be matched by a NaN. */
+ParameterizedTest(struct bits_case *p, kernel, random_bit_patterns)
+{
+    const int64_t rows = 64, cols = 300;
+    tk_matrix *x, *y, *out;
+    tkt_expect_status(tk_matrix_create(&x, p->dtype, rows, cols), TK_OK);
+    tkt_expect_status(tk_matrix_create(&y, p->dtype, rows, cols), TK_OK);
+    tkt_expect_status(tk_matrix_create(&out, p->dtype, rows, cols), TK_OK);
+    uint64_t seed = 77;
+    size_t bytes = (size_t)(rows * cols * tk_dtype_size(p->dtype));
+    for (size_t i = 0; i < bytes; i++) {
+        ((unsigned char *)tk_matrix_data(x))[i] = (unsigned char)tkt_next(&seed);
+        ((unsigned char *)tk_matrix_data(y))[i] = (unsigned char)tkt_next(&seed);
+    }
+    /* Exact ties and overflow, where rounding is decided: 1 + 2^-8 (tie to
+     * even, down), 1.0078125 + 2^-8 (tie, up), max + max (to Inf). */
+    if (p->dtype == TK_DTYPE_BF16) {
+        const uint16_t pairs[][2] = {{0x3F80, 0x3B80}, {0x3F81, 0x3B80}, {0x7F7F, 0x7F7F},
+                                     {0x0001, 0x0001}, {0xFFC1, 0x7F80}, {0x8000, 0x0000}};
+        for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+            ((uint16_t *)tk_matrix_data(x))[i] = pairs[i][0];
+            ((uint16_t *)tk_matrix_data(y))[i] = pairs[i][1];
+        }
+    }
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, p->alpha);
+    tk_tiling *t;
+    tk_kernel *k;
+    tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+    tkt_expect_status(tk_kernel_axpy(&k, p->alpha), TK_OK);
+    if (p->blockwise)
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    long nans = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            uint32_t got = bits_at(out, r, c), w = want[r * cols + c];
+            bool got_nan, want_nan;
+            if (p->dtype == TK_DTYPE_F32) {
+                got_nan = (got & 0x7FFFFFFFu) > 0x7F800000u;
+                want_nan = (w & 0x7FFFFFFFu) > 0x7F800000u;
+            } else {
+                got_nan = (got & 0x7FFFu) > 0x7F80u;
+                want_nan = (w & 0x7FFFu) > 0x7F80u;
+                /* The single cast makes every bfloat16 NaN the quiet one. */
+                if (got_nan)
+                    cr_assert_eq(got & 0x7FFFu, 0x7FC0u, "NaN 0x%04x is not canonical", got);
+            }
+            nans += want_nan;
+            if (want_nan)
+                cr_assert(got_nan, "(%lld, %lld): got 0x%08x, want a NaN", (long long)r,
+                          (long long)c, got);
+            else
+                cr_assert_eq(got, w, "(%lld, %lld): got 0x%08x, want 0x%08x", (long long)r,
+                             (long long)c, got, w);
+        }
+    cr_assert_gt(nans, 0, "the data should reach NaN results");
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
+}
