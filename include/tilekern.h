@@ -288,7 +288,7 @@ typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
 
 /* Rounding schedules named by the diagnosis. */
 #define TK_SCHEDULE_UNKNOWN 0        /* no candidate schedule matches */
-#define TK_SCHEDULE_FINAL_CAST 1     /* the contract: one final cast */
+#define TK_SCHEDULE_FINAL_CAST 1     /* one cast only: inputs never represented */
 #define TK_SCHEDULE_EARLY_ROUND 2    /* intermediate rounded to the dtype */
 #define TK_SCHEDULE_TRUNCATE 3       /* truncation instead of RNE */
 #define TK_SCHEDULE_FLUSH_SUBNORMAL 4 /* subnormals flushed to zero */

@@ -89,6 +89,17 @@ struct tk_tiling {
 
 /* ---- comparison, audit and reports (compare.c, audit.c, report.c) ----- */
 
+/* The audit's hot loops are also compiled for AVX2 and picked when the
+ * library loads (an ifunc); the default clone keeps the baseline ISA.
+ * Both clones compute the same bits: no FMA, the same IEEE operations.
+ * Only for static functions: Clang resolves clones within their file. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
+    (!defined(__clang__) || __clang_major__ >= 14)
+#define TK_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define TK_HOT
+#endif
+
 /* Where a maximum (or the first mismatch) was seen. */
 typedef struct tk__where {
     int64_t row, col;
@@ -115,9 +126,10 @@ typedef struct tk__cmp {
 void tk__tolerance_default(int dtype, double *atol, double *rtol);
 void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
                   int64_t max_ulp, int nan_policy, bool want_ulp);
-/* rows x cols elements, both blocks contiguous; row0 offsets the rows. */
-void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t rows, int64_t cols,
-                  const float *actual, const float *expected);
+/* A contiguous block of rows x cols elements whose first element is
+ * (row0, col0) of the compared matrices. */
+void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
+                  int64_t cols, const float *actual, const float *expected);
 
 /* One case's results, computed by tk_audit_run. */
 typedef struct tk__case_result {
@@ -143,6 +155,8 @@ struct tk_audit {
     tk__case *cases;
     int64_t n_cases, cap;
     tk__case_result *res; /* n_cases entries after a complete run, else NULL */
+    void *work;           /* stored inputs, output and oracle of the largest */
+    size_t work_bytes;    /* case so far, kept: fresh pages fault on each run */
 };
 
 /* Shortest decimal that reads back to v, formatted like Python's repr()

@@ -1,0 +1,92 @@
+/* bench_audit.c - a full two-reference audit against the fused f32 loop.
+ *
+ * The requirement: tk_audit_run on one 4096x4096 bfloat16 axpy case
+ * (represent both inputs, candidate = the host kernel with (8, 128) blocks,
+ * the represented-input oracle, the original reference, every metric) takes
+ * at most 6x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape,
+ * timed interleaved in the same run (median of 7).  Prints `name: ratio`
+ * and exits 1 when the ratio is over the limit. */
+#include "bench.h"
+
+#include <stdint.h>
+#include <tilekern.h>
+
+#define ROWS 4096
+#define COLS 4096
+#define N ((size_t)ROWS * COLS)
+#define REPS 7
+#define LIMIT 6.0
+
+static float *x, *y, *out;
+static tk_audit *audit;
+
+static void run_fused(void *ctx)
+{
+    (void)ctx;
+    for (size_t i = 0; i < N; i++)
+        out[i] = 2.0f * x[i] + y[i];
+}
+
+static void run_audit(void *ctx)
+{
+    (void)ctx;
+    if (tk_audit_run(audit) != TK_OK) {
+        fprintf(stderr, "bench_audit: %s\n", tk_last_error_message());
+        exit(1);
+    }
+}
+
+static int host(void *user, const tk_matrix *const *in, tk_matrix *o)
+{
+    tk_tiling *t;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(o), tk_matrix_cols(o), 8, 128);
+    if (!rc)
+        rc = tk_kernel_run(user, t, in, o);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
+int main(void)
+{
+    x = malloc(N * sizeof *x);
+    y = malloc(N * sizeof *y);
+    out = malloc(N * sizeof *out);
+    if (!x || !y || !out) {
+        fprintf(stderr, "bench_audit: out of memory\n");
+        return 1;
+    }
+    uint64_t s = 7;
+    for (size_t i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        y[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+    }
+    tk_kernel *k;
+    const float *orig[2] = {x, y};
+    if (tk_kernel_axpy(&k, 2.0f) || tk_audit_create(&audit, k) ||
+        tk_audit_set_candidate(audit, host, k) ||
+        tk_audit_add_case(audit, TK_DTYPE_BF16, ROWS, COLS, orig)) {
+        fprintf(stderr, "bench_audit: %s\n", tk_last_error_message());
+        return 1;
+    }
+    bench_fn fns[2] = {run_audit, run_fused};
+    void *ctx[2] = {NULL, NULL};
+    double med[2], gap = 0.0;
+    bench_interleaved(fns, ctx, 2, REPS, med);
+    /* The audit did its work: a bf16 gap exists and was measured. */
+    tk_audit_result(audit, 0, TK_AUDIT_GAP_MAX_ABS, &gap);
+    if (!(gap > 0.0)) {
+        fprintf(stderr, "bench_audit: no gap measured\n");
+        return 1;
+    }
+    double ratio = med[0] / med[1];
+    printf("audit_bf16_4096x4096_vs_fused_f32: %.2f (audit %.1f ms, fused %.1f ms)\n",
+           ratio, med[0] * 1e3, med[1] * 1e3);
+    tk_audit_destroy(audit);
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+    free(out);
+    return ratio <= LIMIT ? 0 : 1;
+}

@@ -1,0 +1,692 @@
+/* audit.c - tk_audit: a candidate against the represented-input oracle
+ * (implementation error) and, separately, against the body on the original
+ * f32 data (precision gap, split into input representation and output cast).
+ * Neither reference goes through the tiling or the host executor: both are
+ * plain loops over contiguous blocks of the planes. */
+#include "internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The references run over blocks that are contiguous spans of the
+ * row-major planes (stored planes have row stride == cols): whole rows when
+ * rows are short, else pieces of one row.  A block holds at most
+ * TK__BLOCK_ELEMS elements, so its scratch stays in the first-level cache,
+ * and each body call still covers enough elements to amortize the call. */
+#define TK__BLOCK_ELEMS 1024
+
+typedef struct tk__span {
+    int64_t r0, c0, nr, nc;  /* the block: rows r0.., columns c0.. */
+    int64_t off, ne;         /* first element's plane offset, element count */
+} tk__span;
+
+/* Advance *b to the next block (start from ne == 0); false past the end. */
+static bool tk__next_span(const tk__case *c, tk__span *b)
+{
+    bool short_rows = c->cols < TK__BLOCK_ELEMS;
+    int64_t height = short_rows ? TK__BLOCK_ELEMS / c->cols : 1;
+    int64_t width = short_rows ? c->cols : TK__BLOCK_ELEMS;
+    if (b->ne == 0) {
+        b->r0 = b->c0 = 0;
+    } else if (b->c0 + b->nc < c->cols) {
+        b->c0 += b->nc;
+    } else {
+        b->r0 += b->nr;
+        b->c0 = 0;
+    }
+    if (b->r0 >= c->rows)
+        return false;
+    b->nr = height < c->rows - b->r0 ? height : c->rows - b->r0;
+    b->nc = width < c->cols - b->c0 ? width : c->cols - b->c0;
+    b->off = b->r0 * c->cols + b->c0;
+    b->ne = b->nr * b->nc;
+    return true;
+}
+
+/* The stored elements of a block. */
+static void *tk__span_data(const tk_matrix *m, const tk__span *b)
+{
+    return (char *)m->data + (size_t)b->off * (size_t)tk_dtype_size(m->dtype);
+}
+
+static void tk__invalidate(tk_audit *a)
+{
+    free(a->res);
+    a->res = NULL;
+}
+
+int tk_audit_create(tk_audit **out, const tk_kernel *contract)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_audit_create: out is NULL");
+    *out = NULL;
+    if (!contract)
+        return tk__fail(TK_EINVAL, "tk_audit_create: contract kernel is NULL");
+    if (contract->body_kind != TK_BODY_ELEMENTWISE)
+        return tk__fail(TK_EINVAL, "tk_audit_create: the contract's body kind is %d "
+                        "(TK_BODY_BLOCKWISE); the audit's references call the body "
+                        "on blocks of rows, so only TK_BODY_ELEMENTWISE (%d) "
+                        "contracts can be audited", contract->body_kind,
+                        TK_BODY_ELEMENTWISE);
+    tk_audit *a = calloc(1, sizeof *a);
+    if (!a)
+        return tk__fail(TK_ENOMEM, "tk_audit_create: out of memory");
+    a->k = contract;
+    for (int d = TK_DTYPE_F32; d <= TK_DTYPE_BF16; d++)
+        tk__tolerance_default(d, &a->gap_atol[d], &a->gap_rtol[d]);
+    *out = a;
+    return TK_OK;
+}
+
+void tk_audit_destroy(tk_audit *a)
+{
+    if (!a)
+        return;
+    for (int64_t i = 0; i < a->n_cases; i++)
+        free(a->cases[i].orig);
+    free(a->cases);
+    free(a->res);
+    free(a->work);
+    free(a);
+}
+
+int tk_audit_set_candidate(tk_audit *a, tk_candidate_fn fn, void *user)
+{
+    if (!a || !fn)
+        return tk__fail(TK_EINVAL, "tk_audit_set_candidate: %s is NULL",
+                        !a ? "handle" : "candidate function");
+    a->fn = fn;
+    a->user = user;
+    tk__invalidate(a);
+    return TK_OK;
+}
+
+int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
+{
+    if (!a)
+        return tk__fail(TK_EINVAL, "tk_audit_set_gap_tolerance: handle is NULL");
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d is not "
+                        "float32 or bfloat16", dtype);
+    if (!(atol >= 0.0 && atol <= DBL_MAX) || !(rtol >= 0.0 && rtol <= DBL_MAX))
+        return tk__fail(TK_ERANGE, "tk_audit_set_gap_tolerance: atol %g and rtol %g "
+                        "must be finite and >= 0", atol, rtol);
+    a->gap_atol[dtype] = atol;
+    a->gap_rtol[dtype] = rtol;
+    tk__invalidate(a);
+    return TK_OK;
+}
+
+int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
+                      const float *const *originals)
+{
+    if (!a || !originals)
+        return tk__fail(TK_EINVAL, "tk_audit_add_case: %s is NULL",
+                        !a ? "handle" : "originals");
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not float32 "
+                        "or bfloat16; kernels reject integer data", dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+    if (rows < 1 || cols < 1)
+        return tk__fail(TK_ESHAPE, "tk_audit_add_case: shape must be positive: got "
+                        "%lldx%lld", (long long)rows, (long long)cols);
+    int n = a->k->n_inputs;
+    for (int i = 0; i < n; i++)
+        if (!originals[i])
+            return tk__fail(TK_EINVAL, "tk_audit_add_case: originals[%d] is NULL "
+                            "(the contract has %d inputs)", i, n);
+    int64_t plane;
+    size_t bytes;
+    if (!tk__mul(rows, cols, &plane))
+        return tk__fail(TK_EOVERFLOW, "tk_audit_add_case: %lldx%lld overflows",
+                        (long long)rows, (long long)cols);
+    int rc = tk__bytes(plane, n, sizeof(float), &bytes);
+    if (rc)
+        return rc;
+    if (a->n_cases == a->cap) {
+        int64_t cap = a->cap ? 2 * a->cap : 8;
+        tk__case *grown = realloc(a->cases, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return tk__fail(TK_ENOMEM, "tk_audit_add_case: out of memory for %lld "
+                            "cases", (long long)cap);
+        a->cases = grown;
+        a->cap = cap;
+    }
+    float *copy = malloc(bytes);
+    if (!copy)
+        return tk__fail(TK_ENOMEM, "tk_audit_add_case: out of memory for %zu bytes",
+                        bytes);
+    for (int i = 0; i < n; i++)
+        memcpy(copy + i * plane, originals[i], (size_t)plane * sizeof(float));
+    a->cases[a->n_cases++] = (tk__case){dtype, rows, cols, copy};
+    tk__invalidate(a);
+    return TK_OK;
+}
+
+int64_t tk_audit_case_count(const tk_audit *a)
+{
+    if (!a)
+        return tk__fail(TK_EINVAL, "tk_audit_case_count: handle is NULL");
+    return a->n_cases;
+}
+
+/* ---- running the candidate --------------------------------------------- */
+
+static void tk__destroy_all(tk_matrix **m, int n)
+{
+    for (int i = 0; i < n; i++)
+        tk_matrix_destroy(m[i]);
+}
+
+/* n matrices of the case's shape and dtype over consecutive planes of mem. */
+static int tk__wrap_planes(const tk__case *c, char *mem, int n, tk_matrix **m)
+{
+    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype);
+    for (int i = 0; i < n; i++) {
+        int rc = tk_matrix_wrap(&m[i], c->dtype, c->rows, c->cols, c->cols,
+                                mem + (size_t)i * plane);
+        if (rc) {
+            tk__destroy_all(m, i);
+            return rc;
+        }
+    }
+    return TK_OK;
+}
+
+/* The stored inputs: each original represented in the case's dtype. */
+static void tk__represent(const tk_audit *a, const tk__case *c, tk_matrix **in)
+{
+    int64_t plane = c->rows * c->cols;
+    for (int i = 0; i < a->k->n_inputs; i++)
+        tk__row_from_f32(c->dtype, c->orig + i * plane, in[i]->data, plane);
+}
+
+/* Run the candidate into out pre-filled with NaN (all bits set, a NaN in
+ * both dtypes), so elements it never writes show up as mismatches. */
+static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
+                             tk_matrix *out)
+{
+    const tk__case *c = &a->cases[index];
+    memset(out->data, 0xFF,
+           (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype));
+    int rc = a->fn(a->user, (const tk_matrix *const *)in, out);
+    if (rc)
+        return tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld "
+                        "(%lldx%lld %s)", rc, (long long)index, (long long)c->rows,
+                        (long long)c->cols, tk_dtype_name(c->dtype));
+    return TK_OK;
+}
+
+/* Room for n_planes planes of the case, from the audit's kept buffer. */
+static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
+{
+    size_t bytes;
+    int rc = tk__bytes(c->rows * c->cols, n_planes * tk_dtype_size(c->dtype), 1, &bytes);
+    if (rc)
+        return rc;
+    if (a->work_bytes < bytes) {
+        free(a->work);
+        a->work_bytes = 0;
+        if (!(a->work = malloc(bytes)))
+            return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of "
+                            "stored inputs and output", bytes);
+        a->work_bytes = bytes;
+    }
+    *mem = a->work;
+    return TK_OK;
+}
+
+/* ---- both references and every metric, in one pass over the blocks ---- */
+
+/* f32 bits to bf16 bits exactly as tk_bf16_from_f32: round to nearest even
+ * by adding 0x7FFF plus the lowest kept bit; NaN becomes the quiet NaN of
+ * its sign.  Branch-free, so the loops below vectorize. */
+static inline uint16_t tk__bf16_bits(uint32_t u)
+{
+    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
+}
+
+static inline float tk__bf16_value(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Store n f32 values in the dtype at dst (round to nearest even) and their
+ * stored values, promoted back to f32, in p: one pass for the represented
+ * inputs and for the oracle's cast. */
+TK_HOT static void tk__store(int dtype, const float *src, void *dst, float *p, int64_t n)
+{
+    if (dtype == TK_DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof *src);
+        memcpy(p, src, (size_t)n * sizeof *src);
+        return;
+    }
+    uint16_t *d = dst;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t u;
+        memcpy(&u, &src[j], sizeof u);
+        d[j] = tk__bf16_bits(u);
+        p[j] = tk__bf16_value(d[j]);
+    }
+}
+
+/* max(m, |v|) on bit patterns, which order like the values they stand for
+ * when non-negative; NaN never wins.  Branch-free on int32 (no sign bit is
+ * left), so the loops vectorize. */
+static inline int32_t tk__max_abs_bits(int32_t m, float v)
+{
+    int32_t u;
+    memcpy(&u, &v, sizeof u);
+    u &= 0x7FFFFFFF;
+    u = u > 0x7F800000 ? 0 : u;
+    return u > m ? u : m;
+}
+
+/* The oracle: t cast once, stored at dst and promoted back in o; with it,
+ * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|. */
+TK_HOT static void tk__cast_parts(int dtype, const float *t, const float *ref,
+                                  void *dst, float *o, int64_t n, int32_t part[3])
+{
+    int32_t in_part = part[0], out_part = part[1], scale = part[2];
+    tk__store(dtype, t, dst, o, n);
+    for (int64_t j = 0; j < n; j++) {
+        in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
+        out_part = tk__max_abs_bits(out_part, o[j] - t[j]);
+        scale = tk__max_abs_bits(scale, ref[j]);
+    }
+    part[0] = in_part;
+    part[1] = out_part;
+    part[2] = scale;
+}
+
+/* One pass over the blocks computes both references and every metric.
+ * Without `out` it runs before the candidate: it first writes the stored
+ * inputs from the originals, and the oracle stands in for the candidate's
+ * output, since a candidate that matches the oracle bit for bit has exactly
+ * the oracle's metrics.  With `out`, the candidate's output is measured.
+ * Either way the oracle's stored elements land in `oracle`. */
+static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
+                       void *oracle, const tk_matrix *out, tk__case_result *res)
+{
+    const tk_kernel *k = a->k;
+    int n = k->n_inputs, d = c->dtype;
+    int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
+    size_t es = (size_t)tk_dtype_size(d);
+    float *buf = malloc((size_t)(n + 4) * (size_t)B * sizeof(float));
+    if (!buf)
+        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
+    const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
+    float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = out ? o + B : o;
+    for (int i = 0; i < n; i++)
+        p[i] = buf + i * B;
+    res->diagnosis = TK_SCHEDULE_NOT_RUN;
+    tk__cmp_init(&res->impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
+    tk__cmp_init(&res->gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
+    int32_t part[3] = {0, 0, 0};  /* bits of the |x| maxima */
+    int rc = TK_OK;
+    for (tk__span b = {0}; !rc && tk__next_span(c, &b);) {
+        for (int i = 0; i < n; i++) {
+            void *stored = tk__span_data(in[i], &b);
+            orig[i] = c->orig + i * plane + b.off;
+            if (out)
+                tk__row_to_f32(d, stored, (float *)p[i], b.ne);
+            else
+                tk__store(d, orig[i], stored, (float *)p[i], b.ne);
+        }
+        /* t: the body on the represented inputs before the cast; o: the
+         * oracle, t cast once; ref: the body on the original data. */
+        if ((rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, p, t)) ||
+            (rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
+            break;
+        tk__cast_parts(d, t, ref, (char *)oracle + (size_t)b.off * es, o, b.ne, part);
+        if (out)
+            tk__row_to_f32(d, tk__span_data(out, &b), cand, b.ne);
+        tk__cmp_rows(&res->impl, b.r0, b.c0, b.nr, b.nc, cand, o);
+        tk__cmp_rows(&res->gap, b.r0, b.c0, b.nr, b.nc, cand, ref);
+    }
+    free(buf);
+    memcpy(&res->input_part, &part[0], sizeof part[0]);
+    memcpy(&res->output_part, &part[1], sizeof part[1]);
+    memcpy(&res->scale, &part[2], sizeof part[2]);
+    return rc;
+}
+
+/* ---- rounding-schedule diagnosis --------------------------------------- */
+
+enum { TK__N_SCHEDULES = 4 };
+static const int tk__schedules[TK__N_SCHEDULES] = {
+    TK_SCHEDULE_FINAL_CAST, TK_SCHEDULE_EARLY_ROUND, TK_SCHEDULE_TRUNCATE,
+    TK_SCHEDULE_FLUSH_SUBNORMAL};
+
+static float tk__flush(float x)
+{
+    return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x;
+}
+
+/* Cast v to the stored dtype by the schedule's rule. */
+static void tk__cast(int dtype, int schedule, const float *v, void *dst, int64_t n)
+{
+    if (dtype == TK_DTYPE_F32) {
+        float *d = dst;
+        for (int64_t j = 0; j < n; j++)
+            d[j] = schedule == TK_SCHEDULE_FLUSH_SUBNORMAL ? tk__flush(v[j]) : v[j];
+        return;
+    }
+    uint16_t *d = dst;
+    tk__row_from_f32(dtype, v, d, n);
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t u;
+        memcpy(&u, &v[j], sizeof u);
+        if (schedule == TK_SCHEDULE_TRUNCATE && !isnan(v[j]))
+            d[j] = (uint16_t)(u >> 16);
+        else if (schedule == TK_SCHEDULE_FLUSH_SUBNORMAL && !(d[j] & 0x7F80u))
+            d[j] &= 0x8000u;
+    }
+}
+
+/* Output of one schedule for a block of rows, stored in dst. */
+static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule,
+                              const float *const *p, const float *const *orig,
+                              const tk__span *b, float *v, float *q, void *dst)
+{
+    const tk_kernel *k = a->k;
+    int64_t ne = b->ne;
+    int rc = TK_OK;
+    if (schedule == TK_SCHEDULE_FINAL_CAST) {
+        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, orig, v);
+    } else if (schedule == TK_SCHEDULE_EARLY_ROUND) {
+        /* axpy with its product rounded to the storage dtype first. */
+        for (int64_t j = 0; j < ne; j++) {
+            float m = k->alpha * p[0][j];
+            if (c->dtype == TK_DTYPE_BF16)
+                m = tk_bf16_to_f32(tk_bf16_from_f32(m));
+            v[j] = m + p[1][j];
+        }
+    } else if (schedule == TK_SCHEDULE_TRUNCATE) {
+        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, p, v);
+    } else {
+        const float *fq[TK_KERNEL_MAX_INPUTS];
+        for (int i = 0; i < k->n_inputs; i++) {
+            float *qi = q + i * ne;
+            for (int64_t j = 0; j < ne; j++)
+                qi[j] = tk__flush(p[i][j]);
+            fq[i] = qi;
+        }
+        if (!(rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, fq, v)))
+            for (int64_t j = 0; j < ne; j++)
+                v[j] = tk__flush(v[j]);
+    }
+    if (!rc)
+        tk__cast(c->dtype, schedule, v, dst, ne);
+    return rc;
+}
+
+/* Which schedule reproduces the candidate bit for bit (first in the list). */
+static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
+                        const tk_matrix *out, int *schedule)
+{
+    const tk_kernel *k = a->k;
+    int n = k->n_inputs;
+    int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
+    size_t es = (size_t)tk_dtype_size(c->dtype);
+    float *buf = malloc((size_t)(2 * n + 2) * (size_t)B * sizeof(float));
+    if (!buf)
+        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
+    const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
+    float *v = buf + n * B, *q = v + B;
+    void *st = q + n * B;
+    bool alive[TK__N_SCHEDULES] = {true, k->is_axpy && n == 2, true, true};
+    int left = alive[1] ? 4 : 3, rc = TK_OK;
+    for (int i = 0; i < n; i++)
+        p[i] = buf + i * B;
+    for (tk__span b = {0}; left && !rc && tk__next_span(c, &b);) {
+        for (int i = 0; i < n; i++) {
+            tk__row_to_f32(c->dtype, tk__span_data(in[i], &b), (float *)p[i], b.ne);
+            orig[i] = c->orig + i * plane + b.off;
+        }
+        for (int s = 0; s < TK__N_SCHEDULES && !rc; s++) {
+            if (!alive[s])
+                continue;
+            rc = tk__schedule_block(a, c, tk__schedules[s], p, orig, &b, v, q, st);
+            if (!rc && memcmp(st, tk__span_data(out, &b), (size_t)b.ne * es)) {
+                alive[s] = false;
+                left--;
+            }
+        }
+    }
+    free(buf);
+    *schedule = TK_SCHEDULE_UNKNOWN;
+    for (int s = TK__N_SCHEDULES - 1; s >= 0; s--)
+        if (alive[s])
+            *schedule = tk__schedules[s];
+    return rc;
+}
+
+/* ---- tk_audit_run and results ------------------------------------------ */
+
+/* Store the inputs and measure the oracle against itself, run the
+ * candidate, and measure its output only when it is not the oracle's bit
+ * for bit; diagnose a failure. */
+static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
+{
+    const tk__case *c = &a->cases[index];
+    tk_matrix *m[TK_KERNEL_MAX_INPUTS + 1];
+    int n = a->k->n_inputs;
+    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype);
+    char *mem = NULL;
+    int rc = tk__work(a, c, n + 2, &mem);
+    if (rc || (rc = tk__wrap_planes(c, mem, n + 1, m)))
+        return rc;
+    char *oracle = mem + (size_t)(n + 1) * plane;
+    if (!(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
+        !(rc = tk__run_candidate(a, index, m, m[n])) &&
+        memcmp(m[n]->data, oracle, plane) &&
+        !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches)
+        rc = tk__diagnose(a, c, m, m[n], &res->diagnosis);
+    tk__destroy_all(m, n + 1);
+    return rc;
+}
+
+int tk_audit_run(tk_audit *a)
+{
+    if (!a)
+        return tk__fail(TK_EINVAL, "tk_audit_run: handle is NULL");
+    if (!a->fn)
+        return tk__fail(TK_ESTATE, "tk_audit_run: no candidate; call "
+                        "tk_audit_set_candidate first");
+    if (a->n_cases == 0)
+        return tk__fail(TK_ESTATE, "tk_audit_run: no cases; call tk_audit_add_case "
+                        "first");
+    if (a->k->body_kind != TK_BODY_ELEMENTWISE)
+        return tk__fail(TK_EINVAL, "tk_audit_run: the contract's body kind became %d; "
+                        "only TK_BODY_ELEMENTWISE contracts can be audited",
+                        a->k->body_kind);
+    tk__case_result *res = calloc((size_t)a->n_cases, sizeof *res);
+    if (!res)
+        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %lld results",
+                        (long long)a->n_cases);
+    int64_t failed = 0, first = -1;
+    for (int64_t i = 0; i < a->n_cases; i++) {
+        int rc = tk__audit_case(a, i, &res[i]);
+        if (rc) {
+            free(res);
+            return rc;
+        }
+        if (res[i].impl.mismatches && failed++ == 0)
+            first = i;
+    }
+    tk__invalidate(a);
+    a->res = res;
+    if (!failed)
+        return TK_OK;
+    const tk__case *c = &a->cases[first];
+    return tk__fail(TK_EMISMATCH, "tk_audit_run: %lld of %lld cases differ from the "
+                    "represented-input oracle; first is case %lld (%lldx%lld %s) with "
+                    "%lld mismatches, schedule %s", (long long)failed,
+                    (long long)a->n_cases, (long long)first, (long long)c->rows,
+                    (long long)c->cols, tk_dtype_name(c->dtype),
+                    (long long)res[first].impl.mismatches,
+                    tk_audit_schedule_name(res[first].diagnosis));
+}
+
+static double tk__nonneg(double v) { return v > 0.0 ? v : 0.0; }
+
+int tk_audit_result(const tk_audit *a, int64_t case_index, int metric, double *value)
+{
+    if (!a || !value)
+        return tk__fail(TK_EINVAL, "tk_audit_result: %s is NULL",
+                        !a ? "handle" : "value");
+    if (case_index < 0 || case_index >= a->n_cases)
+        return tk__fail(TK_ERANGE, "tk_audit_result: case %lld is outside [0, %lld)",
+                        (long long)case_index, (long long)a->n_cases);
+    if (metric < TK_AUDIT_IMPL_MAX_ABS || metric > TK_AUDIT_GAP_MISMATCHES)
+        return tk__fail(TK_EINVAL, "tk_audit_result: unknown metric %d", metric);
+    const tk__case *c = &a->cases[case_index];
+    double v;
+    switch (metric) {
+    case TK_AUDIT_ROWS: *value = (double)c->rows; return TK_OK;
+    case TK_AUDIT_COLS: *value = (double)c->cols; return TK_OK;
+    case TK_AUDIT_DTYPE: *value = c->dtype; return TK_OK;
+    case TK_AUDIT_GAP_ATOL: *value = a->gap_atol[c->dtype]; return TK_OK;
+    case TK_AUDIT_GAP_RTOL: *value = a->gap_rtol[c->dtype]; return TK_OK;
+    default: break;
+    }
+    if (!a->res)
+        return tk__fail(TK_ESTATE, "tk_audit_result: metric %d needs a complete "
+                        "tk_audit_run after the last change", metric);
+    const tk__case_result *r = &a->res[case_index];
+    switch (metric) {
+    case TK_AUDIT_IMPL_MAX_ABS: v = tk__nonneg(r->impl.max_abs); break;
+    case TK_AUDIT_IMPL_MAX_ULP: v = (double)r->impl.max_ulp_seen; break;
+    case TK_AUDIT_IMPL_MISMATCHES: v = (double)r->impl.mismatches; break;
+    case TK_AUDIT_GAP_MAX_ABS: v = tk__nonneg(r->gap.max_abs); break;
+    case TK_AUDIT_GAP_MAX_REL: v = tk__nonneg(r->gap.max_rel); break;
+    case TK_AUDIT_GAP_INPUT_MAX_ABS: v = r->input_part; break;
+    case TK_AUDIT_GAP_OUTPUT_MAX_ABS: v = r->output_part; break;
+    case TK_AUDIT_PASSED: v = r->impl.mismatches == 0; break;
+    case TK_AUDIT_GAP_PASSED: v = r->gap.mismatches == 0; break;
+    case TK_AUDIT_SCALE: v = r->scale; break;
+    case TK_AUDIT_DIAGNOSIS: v = r->diagnosis; break;
+    default: v = (double)r->gap.mismatches; break;
+    }
+    *value = v;
+    return TK_OK;
+}
+
+const char *tk_audit_schedule_name(int schedule)
+{
+    switch (schedule) {
+    case TK_SCHEDULE_NOT_RUN: return "not-run";
+    case TK_SCHEDULE_UNKNOWN: return "unknown";
+    case TK_SCHEDULE_FINAL_CAST: return "final-cast-only";
+    case TK_SCHEDULE_EARLY_ROUND: return "early-rounding";
+    case TK_SCHEDULE_TRUNCATE: return "truncation";
+    case TK_SCHEDULE_FLUSH_SUBNORMAL: return "subnormal-flush";
+    default: return NULL;
+    }
+}
+
+/* ---- property checks ------------------------------------------------------ */
+
+int tk_audit_check_permutation(tk_audit *a, int64_t case_index, const int64_t *order)
+{
+    if (!a || !order)
+        return tk__fail(TK_EINVAL, "tk_audit_check_permutation: %s is NULL",
+                        !a ? "handle" : "order");
+    if (case_index < 0 || case_index >= a->n_cases)
+        return tk__fail(TK_ERANGE, "tk_audit_check_permutation: case %lld is outside "
+                        "[0, %lld)", (long long)case_index, (long long)a->n_cases);
+    if (!a->fn)
+        return tk__fail(TK_ESTATE, "tk_audit_check_permutation: no candidate; call "
+                        "tk_audit_set_candidate first");
+    const tk__case *c = &a->cases[case_index];
+    int n = a->k->n_inputs;
+    bool *seen = calloc((size_t)c->rows, sizeof *seen);
+    if (!seen)
+        return tk__fail(TK_ENOMEM, "tk_audit_check_permutation: out of memory");
+    for (int64_t r = 0; r < c->rows; r++) {
+        int64_t s = order[r];
+        if (s < 0 || s >= c->rows || seen[s]) {
+            free(seen);
+            return tk__fail(TK_EINVAL, "tk_audit_check_permutation: order[%lld] = %lld "
+                            "%s; order must permute 0..%lld", (long long)r,
+                            (long long)s, s < 0 || s >= c->rows ? "is out of range"
+                            : "repeats a row", (long long)c->rows - 1);
+        }
+        seen[s] = true;
+    }
+    free(seen);
+    /* Planes: the stored inputs, the permuted ones (row r of every input is
+     * its row order[r]), and the two outputs. */
+    tk_matrix *m[2 * TK_KERNEL_MAX_INPUTS + 2], **pin = m + n;
+    size_t row_bytes = (size_t)c->cols * (size_t)tk_dtype_size(c->dtype), bytes;
+    int rc = tk__bytes(c->rows * c->cols, (2 * n + 2) * tk_dtype_size(c->dtype), 1,
+                       &bytes);
+    if (rc)
+        return rc;
+    char *mem = malloc(bytes);
+    if (!mem)
+        return tk__fail(TK_ENOMEM, "tk_audit_check_permutation: out of memory for "
+                        "%zu bytes", bytes);
+    if ((rc = tk__wrap_planes(c, mem, 2 * n + 2, m))) {
+        free(mem);
+        return rc;
+    }
+    tk_matrix *out = m[2 * n], *pout = m[2 * n + 1];
+    tk__represent(a, c, m);
+    for (int i = 0; i < n; i++)
+        for (int64_t r = 0; r < c->rows; r++)
+            memcpy(tk__row(pin[i], r), tk__row(m[i], order[r]), row_bytes);
+    if (!(rc = tk__run_candidate(a, case_index, m, out)) &&
+        !(rc = tk__run_candidate(a, case_index, pin, pout))) {
+        for (int64_t r = 0; r < c->rows; r++) {
+            const char *got = tk__row(pout, r), *want = tk__row(out, order[r]);
+            if (!memcmp(got, want, row_bytes))
+                continue;
+            int64_t j = 0;
+            size_t es = (size_t)tk_dtype_size(c->dtype);
+            while (!memcmp(got + j * (int64_t)es, want + j * (int64_t)es, es))
+                j++;
+            float g, w;
+            tk__row_to_f32(c->dtype, got + j * (int64_t)es, &g, 1);
+            tk__row_to_f32(c->dtype, want + j * (int64_t)es, &w, 1);
+            rc = tk__fail(TK_EMISMATCH, "tk_audit_check_permutation: case %lld: "
+                          "output row %lld restored from permuted row %lld differs "
+                          "at column %lld: %.9g after permuting, %.9g without",
+                          (long long)case_index, (long long)order[r], (long long)r,
+                          (long long)j, (double)g, (double)w);
+            break;
+        }
+    }
+    tk__destroy_all(m, 2 * n + 2);
+    free(mem);
+    return rc;
+}
+
+static float tk__round_to(int dtype, float x)
+{
+    return dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(x)) : x;
+}
+
+int tk_rounding_counterexample(int dtype, float first, float second, float *early,
+                               float *late)
+{
+    if (!early || !late)
+        return tk__fail(TK_EINVAL, "tk_rounding_counterexample: %s is NULL",
+                        !early ? "early" : "late");
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "tk_rounding_counterexample: dtype %d is not "
+                        "float32 or bfloat16", dtype);
+    float e = tk__round_to(dtype, tk__round_to(dtype, first) + second);
+    float l = tk__round_to(dtype, first + second);
+    *early = e;
+    *late = l;
+    return TK_OK;
+}

@@ -1,0 +1,520 @@
+/* compare.c - tk_compare: actual versus expected with an explicit tolerance. */
+#include "internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tk_compare {
+    int dtype;
+    double atol, rtol;
+    int64_t max_ulp;
+    int nan_policy;
+    bool ran;
+    int actual_dtype, expected_dtype;  /* of the last run, for hex bits */
+    tk__cmp res;
+};
+
+/* torch.testing.assert_close defaults. */
+void tk__tolerance_default(int dtype, double *atol, double *rtol)
+{
+    *atol = 1e-5;
+    *rtol = dtype == TK_DTYPE_BF16 ? 1.6e-2 : 1.3e-6;
+}
+
+void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
+                  int64_t max_ulp, int nan_policy, bool want_ulp)
+{
+    memset(s, 0, sizeof *s);
+    s->dtype = dtype;
+    s->atol = atol;
+    s->rtol = rtol;
+    s->max_ulp = max_ulp;
+    s->nan_policy = nan_policy;
+    s->want_ulp = want_ulp || max_ulp >= 0;
+    s->max_abs = -1.0f;
+    s->max_rel = -1.0;
+}
+
+static void tk__mark(tk__where *w, int64_t r, int64_t c, float a, float e)
+{
+    *w = (tk__where){r, c, a, e, true};
+}
+
+static void tk__mismatch(tk__cmp *s, int64_t r, int64_t c, float a, float e)
+{
+    if (s->mismatches++ == 0)
+        tk__mark(&s->where[TK_WHERE_FIRST_MISMATCH - 1], r, c, a, e);
+}
+
+static void tk__hist(tk__cmp *s, uint64_t ulp)
+{
+    s->hist[ulp < 3 ? ulp : 3]++;
+}
+
+/* The exact tolerance test. */
+static bool tk__beyond(const tk__cmp *s, float d, float ae)
+{
+    return (double)d > s->atol + s->rtol * (double)ae;
+}
+
+/* Any element: the NaN policy and the Inf rule, then the tolerance. */
+static void tk__cmp_one(tk__cmp *s, int64_t r, int64_t c, float a, float e)
+{
+    bool an = isnan(a), en = isnan(e);
+    if (an || en) {
+        if (s->nan_policy == TK_NAN_IGNORE)
+            return;
+        s->elements++;
+        /* Both NaN matches only under TK_NAN_MATCH. */
+        if (an && en && s->nan_policy == TK_NAN_MATCH) {
+            if (s->want_ulp)
+                tk__hist(s, 0);
+        } else {
+            if (s->want_ulp)
+                tk__hist(s, 3);
+            tk__mismatch(s, r, c, a, e);
+        }
+        return;
+    }
+    s->elements++;
+    float ae = fabsf(e);
+    float d = a == e ? 0.0f : fabsf(a - e);  /* Inf == Inf: no difference */
+    bool bad;
+    if (isinf(a) || isinf(e))
+        bad = a != e;  /* Inf must match in sign and position */
+    else
+        bad = tk__beyond(s, d, ae);
+    if (d > s->max_abs) {
+        s->max_abs = d;
+        tk__mark(&s->where[TK_WHERE_MAX_ABS - 1], r, c, a, e);
+    }
+    if (ae != 0.0f) {
+        double rel = isinf(e) ? (d == 0.0f ? 0.0 : INFINITY) : (double)d / (double)ae;
+        if (rel > s->max_rel) {
+            s->max_rel = rel;
+            tk__mark(&s->where[TK_WHERE_MAX_REL - 1], r, c, a, e);
+        }
+    }
+    if (s->want_ulp) {
+        uint64_t u = a == e ? 0 : tk_ulp_distance(s->dtype, a, e);
+        tk__hist(s, u);
+        if (u > s->max_ulp_seen || !s->where[TK_WHERE_MAX_ULP - 1].set) {
+            s->max_ulp_seen = u;
+            tk__mark(&s->where[TK_WHERE_MAX_ULP - 1], r, c, a, e);
+        }
+        if (s->max_ulp >= 0 && u > (uint64_t)s->max_ulp)
+            bad = true;
+    }
+    if (bad)
+        tk__mismatch(s, r, c, a, e);
+}
+
+static inline uint32_t tk__bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* A row whose elements are all finite and bitwise equal: only the
+ * first-seen positions of the (zero) maxima and the histogram change. */
+static void tk__cmp_equal_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
+                              const float *a, const float *e)
+{
+    s->elements += n;
+    if (!s->where[TK_WHERE_MAX_ABS - 1].set) {
+        s->max_abs = 0.0f;
+        tk__mark(&s->where[TK_WHERE_MAX_ABS - 1], r, c0, a[0], e[0]);
+    }
+    if (!s->where[TK_WHERE_MAX_REL - 1].set)
+        for (int64_t c = 0; c < n; c++)
+            if (e[c] != 0.0f) {
+                s->max_rel = 0.0;
+                tk__mark(&s->where[TK_WHERE_MAX_REL - 1], r, c0 + c, a[c], e[c]);
+                break;
+            }
+    if (s->want_ulp) {
+        s->hist[0] += n;
+        if (!s->where[TK_WHERE_MAX_ULP - 1].set)
+            tk__mark(&s->where[TK_WHERE_MAX_ULP - 1], r, c0, a[0], e[0]);
+    }
+}
+
+/* No ULP statistics: the gap's hot loop.  One branch-free pass in float
+ * (the compiler vectorizes it) finds the row's largest difference and
+ * screens the double-precision tests: atol + rtol|e| computed in float is
+ * within 2^-21 of the double value (relative, plus FLT_MIN absolute), so
+ * only a difference inside that band needs the exact test, and a relative
+ * difference can beat the maximum only where the float screen says so.
+ * Positions are then found by scanning only when needed.  Returns false,
+ * changing nothing, when a difference or a reference is not finite: the
+ * caller takes the general path.  Finite differences are non-negative, so
+ * their bit patterns order like their values. */
+TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
+                                        int64_t n, const float *a, const float *e)
+{
+    const float band = 0x1p-20f;
+    /* Tolerances outside float's normal range get no screen. */
+    bool screen = s->atol <= 1e30 && s->rtol <= 1e30 &&
+                  (s->atol == 0.0 || s->atol >= 1e-30) &&
+                  (s->rtol == 0.0 || s->rtol >= 1e-30);
+    const float atf = (float)s->atol, rtf = (float)s->rtol;
+    const float mrf = s->max_rel <= 1e30 ? (float)s->max_rel : 0.0f;
+    uint32_t top = 0;
+    int64_t bad = 0;
+    int32_t nonfinite = 0, maybe = !screen, rel_candidates = !(s->max_rel <= 1e30);
+    for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
+        int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
+        int32_t sure = 0;
+        for (int64_t c = k0; c < k1; c++) {
+            float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
+            uint32_t db = tk__bits(d);
+            nonfinite |= !(d <= FLT_MAX) | !(ae <= FLT_MAX);
+            top = db > top ? db : top;
+            float tf = atf + rtf * ae, slack = tf * band + FLT_MIN;
+            int32_t over = d > tf + slack;
+            sure += over;
+            maybe |= !(d < tf - slack) & !over;
+            rel_candidates |= (ae != 0.0f) & (d > (mrf * ae) * (1.0f - band) - FLT_MIN);
+        }
+        bad += sure;
+    }
+    if (nonfinite)
+        return false;
+    if (maybe) {
+        bad = 0;
+        for (int64_t c = 0; c < n; c++)
+            bad += tk__beyond(s, fabsf(a[c] - e[c]), fabsf(e[c]));
+    }
+    s->elements += n;
+    tk__where *w = &s->where[TK_WHERE_FIRST_MISMATCH - 1];
+    if (bad && !w->set)
+        for (int64_t c = 0; c < n; c++)
+            if (tk__beyond(s, fabsf(a[c] - e[c]), fabsf(e[c]))) {
+                tk__mark(w, r, c0 + c, a[c], e[c]);
+                break;
+            }
+    s->mismatches += bad;
+    w = &s->where[TK_WHERE_MAX_ABS - 1];
+    if (!w->set || top > tk__bits(s->max_abs))
+        for (int64_t c = 0; c < n; c++)
+            if (tk__bits(fabsf(a[c] - e[c])) == top) {
+                s->max_abs = fabsf(a[c] - e[c]);
+                tk__mark(w, r, c0 + c, a[c], e[c]);
+                break;
+            }
+    if (rel_candidates)
+        for (int64_t c = 0; c < n; c++) {
+            float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
+            double rel = (double)d / (double)ae;
+            if (ae != 0.0f && rel > s->max_rel) {
+                s->max_rel = rel;
+                tk__mark(&s->where[TK_WHERE_MAX_REL - 1], r, c0 + c, a[c], e[c]);
+            }
+        }
+    return true;
+}
+
+TK_HOT static void tk__cmp_block(tk__cmp *s, int64_t row0, int64_t col0,
+                                 int64_t rows, int64_t cols, const float *actual,
+                                 const float *expected)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        const float *a = actual + i * cols, *e = expected + i * cols;
+        int64_t r = row0 + i;
+        if (!s->want_ulp && a != e && tk__cmp_screened_row(s, r, col0, cols, a, e))
+            continue;
+        /* Classify the row in one branch-free pass: non-finite values take
+         * the general path, bitwise identical rows the cheapest one. */
+        uint32_t nonfinite = 0, differ = 0;
+        if (a == e)
+            for (int64_t c = 0; c < cols; c++)
+                nonfinite |= (tk__bits(a[c]) & 0x7F800000u) == 0x7F800000u;
+        else
+            for (int64_t c = 0; c < cols; c++) {
+                uint32_t ua = tk__bits(a[c]), ue = tk__bits(e[c]);
+                nonfinite |= (ua & 0x7F800000u) == 0x7F800000u;
+                nonfinite |= (ue & 0x7F800000u) == 0x7F800000u;
+                differ |= ua ^ ue;
+            }
+        if (!nonfinite && !differ)
+            tk__cmp_equal_row(s, r, col0, cols, a, e);
+        else
+            for (int64_t c = 0; c < cols; c++)
+                tk__cmp_one(s, r, col0 + c, a[c], e[c]);
+    }
+}
+
+/* The clones are static: Clang resolves them only within their file. */
+void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
+                  int64_t cols, const float *actual, const float *expected)
+{
+    tk__cmp_block(s, row0, col0, rows, cols, actual, expected);
+}
+
+/* ---- the public handle ------------------------------------------------- */
+
+int tk_compare_create(tk_compare **out, int dtype)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_compare_create: out is NULL");
+    *out = NULL;
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "tk_compare_create: dtype %d (%s) is not "
+                        "float32 or bfloat16", dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+    tk_compare *c = calloc(1, sizeof *c);
+    if (!c)
+        return tk__fail(TK_ENOMEM, "tk_compare_create: out of memory");
+    c->dtype = dtype;
+    tk__tolerance_default(dtype, &c->atol, &c->rtol);
+    c->max_ulp = -1;
+    c->nan_policy = TK_NAN_MATCH;
+    *out = c;
+    return TK_OK;
+}
+
+void tk_compare_destroy(tk_compare *c) { free(c); }
+
+static bool tk__compare_param(int param)
+{
+    return param == TK_COMPARE_MAX_ULP || param == TK_COMPARE_NAN_POLICY;
+}
+
+int tk_compare_set(tk_compare *c, int param, int64_t value)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_compare_set: handle is NULL");
+    if (!tk__compare_param(param))
+        return tk__fail(TK_EINVAL, "tk_compare_set: %d is not a tk_compare "
+                        "parameter", param);
+    int rc = tk__param_check("tk_compare_set", param, value);
+    if (rc)
+        return rc;
+    if (param == TK_COMPARE_MAX_ULP)
+        c->max_ulp = value;
+    else
+        c->nan_policy = (int)value;
+    return TK_OK;
+}
+
+int tk_compare_get(const tk_compare *c, int param, int64_t *value)
+{
+    if (!c || !value)
+        return tk__fail(TK_EINVAL, "tk_compare_get: %s is NULL",
+                        !c ? "handle" : "value");
+    if (!tk__compare_param(param))
+        return tk__fail(TK_EINVAL, "tk_compare_get: %d is not a tk_compare "
+                        "parameter", param);
+    *value = param == TK_COMPARE_MAX_ULP ? c->max_ulp : c->nan_policy;
+    return TK_OK;
+}
+
+int tk_compare_set_tolerance(tk_compare *c, double atol, double rtol)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_compare_set_tolerance: handle is NULL");
+    if (!(atol >= 0.0 && atol <= DBL_MAX) || !(rtol >= 0.0 && rtol <= DBL_MAX))
+        return tk__fail(TK_ERANGE, "tk_compare_set_tolerance: atol %g and rtol %g "
+                        "must be finite and >= 0", atol, rtol);
+    c->atol = atol;
+    c->rtol = rtol;
+    return TK_OK;
+}
+
+int tk_compare_run(tk_compare *c, const tk_matrix *actual,
+                   const tk_matrix *expected)
+{
+    if (!c || !actual || !expected)
+        return tk__fail(TK_EINVAL, "tk_compare_run: %s is NULL",
+                        !c ? "handle" : !actual ? "actual" : "expected");
+    if (!tk__is_float_dtype(actual->dtype) || !tk__is_float_dtype(expected->dtype))
+        return tk__fail(TK_EDTYPE, "tk_compare_run: actual is %s and expected is "
+                        "%s; both must be float32 or bfloat16",
+                        tk_dtype_name(actual->dtype), tk_dtype_name(expected->dtype));
+    if (actual->rows != expected->rows || actual->cols != expected->cols)
+        return tk__fail(TK_ESHAPE, "tk_compare_run: actual is %lldx%lld but "
+                        "expected is %lldx%lld", (long long)actual->rows,
+                        (long long)actual->cols, (long long)expected->rows,
+                        (long long)expected->cols);
+    size_t bytes;
+    int rc = tk__bytes(2, actual->cols, sizeof(float), &bytes);
+    if (rc)
+        return rc;
+    float *a = malloc(bytes);
+    if (!a)
+        return tk__fail(TK_ENOMEM, "tk_compare_run: out of memory for %zu bytes",
+                        bytes);
+    float *e = a + actual->cols;
+    tk__cmp s;
+    tk__cmp_init(&s, c->dtype, c->atol, c->rtol, c->max_ulp, c->nan_policy, true);
+    for (int64_t r = 0; r < actual->rows; r++) {
+        tk__row_to_f32(actual->dtype, tk__row(actual, r), a, actual->cols);
+        tk__row_to_f32(expected->dtype, tk__row(expected, r), e, actual->cols);
+        tk__cmp_rows(&s, r, 0, 1, actual->cols, a, e);
+    }
+    free(a);
+    c->res = s;
+    c->actual_dtype = actual->dtype;
+    c->expected_dtype = expected->dtype;
+    c->ran = true;
+    if (s.mismatches == 0)
+        return TK_OK;
+    const tk__where *w = &s.where[TK_WHERE_FIRST_MISMATCH - 1];
+    return tk__fail(TK_EMISMATCH, "tk_compare_run: %lld of %lld elements differ "
+                    "beyond atol %g rtol %g; first at (%lld, %lld): actual %.9g "
+                    "expected %.9g", (long long)s.mismatches, (long long)s.elements,
+                    c->atol, c->rtol, (long long)w->row, (long long)w->col,
+                    (double)w->actual, (double)w->expected);
+}
+
+int tk_compare_result(const tk_compare *c, int metric, double *value)
+{
+    if (!c || !value)
+        return tk__fail(TK_EINVAL, "tk_compare_result: %s is NULL",
+                        !c ? "handle" : "value");
+    if (metric == TK_COMPARE_ATOL || metric == TK_COMPARE_RTOL) {
+        *value = metric == TK_COMPARE_ATOL ? c->atol : c->rtol;
+        return TK_OK;
+    }
+    if (metric < TK_COMPARE_ELEMENTS || metric > TK_COMPARE_PASSED)
+        return tk__fail(TK_EINVAL, "tk_compare_result: unknown metric %d", metric);
+    if (!c->ran)
+        return tk__fail(TK_ESTATE, "tk_compare_result: metric %d needs a "
+                        "tk_compare_run first", metric);
+    const tk__cmp *s = &c->res;
+    double v;
+    switch (metric) {
+    case TK_COMPARE_ELEMENTS: v = (double)s->elements; break;
+    case TK_COMPARE_MISMATCHES: v = (double)s->mismatches; break;
+    case TK_COMPARE_MISMATCH_PERCENT:
+        v = s->elements ? 100.0 * (double)s->mismatches / (double)s->elements : 0.0;
+        break;
+    case TK_COMPARE_MAX_ABS: v = s->max_abs > 0.0f ? s->max_abs : 0.0; break;
+    case TK_COMPARE_MAX_REL: v = s->max_rel > 0.0 ? s->max_rel : 0.0; break;
+    case TK_COMPARE_MAX_ULP_SEEN: v = (double)s->max_ulp_seen; break;
+    case TK_COMPARE_PASSED: v = s->mismatches == 0; break;
+    default: v = (double)s->hist[metric - TK_COMPARE_ULP_HIST_0]; break;
+    }
+    *value = v;
+    return TK_OK;
+}
+
+int tk_compare_where(const tk_compare *c, int which, int64_t *row, int64_t *col,
+                     float *actual, float *expected)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_compare_where: handle is NULL");
+    if (which < TK_WHERE_MAX_ABS || which > TK_WHERE_FIRST_MISMATCH)
+        return tk__fail(TK_EINVAL, "tk_compare_where: unknown position %d", which);
+    if (!c->ran)
+        return tk__fail(TK_ESTATE, "tk_compare_where: needs a tk_compare_run first");
+    const tk__where *w = &c->res.where[which - 1];
+    if (!w->set)
+        return tk__fail(TK_ESTATE, "tk_compare_where: no element has position %d "
+                        "(%s)", which,
+                        which == TK_WHERE_FIRST_MISMATCH ? "no mismatch"
+                        : which == TK_WHERE_MAX_REL ? "no non-zero, non-NaN reference"
+                                                    : "no comparable element");
+    if (row)
+        *row = w->row;
+    if (col)
+        *col = w->col;
+    if (actual)
+        *actual = w->actual;
+    if (expected)
+        *expected = w->expected;
+    return TK_OK;
+}
+
+/* "1.5 (0x3fc0)": the shortest decimal and the stored bits. */
+static void tk__value_bits(char *buf, size_t size, int dtype, float v)
+{
+    char d[32];
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    tk__repr(v, d);
+    if (dtype == TK_DTYPE_BF16)
+        snprintf(buf, size, "%s (0x%04x)", d, (unsigned)(u >> 16));
+    else
+        snprintf(buf, size, "%s (0x%08x)", d, (unsigned)u);
+}
+
+/* Append to buf like snprintf; *len counts what was wanted. */
+static void tk__put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+    TK_PRINTF(4, 5);
+static void tk__put(char *buf, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*len < size ? buf + *len : NULL, *len < size ? size - *len : 0,
+                      fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len += (size_t)n;
+}
+
+int tk_compare_format(const tk_compare *c, char *buf, size_t size)
+{
+    if (!c || !buf)
+        return tk__fail(TK_EINVAL, "tk_compare_format: %s is NULL",
+                        !c ? "handle" : "buf");
+    if (!c->ran)
+        return tk__fail(TK_ESTATE, "tk_compare_format: needs a tk_compare_run first");
+    static const char *const nan_names[] = {"", "match", "any", "ignore"};
+    static const char *const labels[] = {"max abs diff", "max rel diff",
+                                         "max ULP", "first mismatch"};
+    const tk__cmp *s = &c->res;
+    char text[2048], num[2][32], av[48], ev[48];
+    size_t len = 0;
+    double dflt_atol, dflt_rtol, pct;
+    tk__tolerance_default(c->dtype, &dflt_atol, &dflt_rtol);
+    tk_compare_result(c, TK_COMPARE_MISMATCH_PERCENT, &pct);
+    tk__repr(pct, num[0]);
+    tk__put(text, sizeof text, &len, "verdict: %s, %lld of %lld elements "
+            "(%s%%) outside tolerance\n", s->mismatches ? "FAIL" : "PASS",
+            (long long)s->mismatches, (long long)s->elements, num[0]);
+    tk__repr(c->atol, num[0]);
+    tk__repr(c->rtol, num[1]);
+    tk__put(text, sizeof text, &len, "tolerance: atol %s rtol %s%s", num[0], num[1],
+            c->atol == dflt_atol && c->rtol == dflt_rtol
+                ? " (torch.testing default for " : "");
+    if (c->atol == dflt_atol && c->rtol == dflt_rtol)
+        tk__put(text, sizeof text, &len, "%s)", tk_dtype_name(c->dtype));
+    if (c->max_ulp >= 0)
+        tk__put(text, sizeof text, &len, ", max ULP %lld", (long long)c->max_ulp);
+    else
+        tk__put(text, sizeof text, &len, ", no ULP criterion");
+    tk__put(text, sizeof text, &len, ", NaN policy %s\n", nan_names[c->nan_policy]);
+    for (int i = 0; i < 4; i++) {
+        const tk__where *w = &s->where[i];
+        double v;
+        if (i < 3) {
+            tk_compare_result(c, TK_COMPARE_MAX_ABS + i, &v);
+            tk__repr(v, num[0]);
+            tk__put(text, sizeof text, &len, "%s %s", labels[i], num[0]);
+        } else {
+            tk__put(text, sizeof text, &len, "%s", labels[i]);
+        }
+        if (w->set) {
+            tk__value_bits(av, sizeof av, c->actual_dtype, w->actual);
+            tk__value_bits(ev, sizeof ev, c->expected_dtype, w->expected);
+            tk__put(text, sizeof text, &len, " at (%lld, %lld): actual %s, "
+                    "expected %s\n", (long long)w->row, (long long)w->col, av, ev);
+        } else {
+            tk__put(text, sizeof text, &len, ": none\n");
+        }
+    }
+    tk__put(text, sizeof text, &len, "ULP histogram (%s): 0: %lld, 1: %lld, 2: %lld, "
+            "3+: %lld\n", tk_dtype_name(c->dtype), (long long)s->hist[0],
+            (long long)s->hist[1], (long long)s->hist[2], (long long)s->hist[3]);
+    if (len >= size)
+        return tk__fail(TK_ERANGE, "tk_compare_format: needs %zu bytes, buffer "
+                        "has %zu", len + 1, size);
+    memcpy(buf, text, len + 1);
+    return TK_OK;
+}

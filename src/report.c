@@ -1,0 +1,471 @@
+/* report.c - the audit's text table, JSON document and SVG chart, and the
+ * shortest round-trip number printer they share with tk_compare_format. */
+#include "internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TK__SCHEMA "tilekern.audit/1"
+
+void tk__repr(double v, char *buf)
+{
+    if (isnan(v)) {
+        strcpy(buf, "nan");
+        return;
+    }
+    if (isinf(v) || v == 0.0) {
+        strcpy(buf, isinf(v) ? (v < 0 ? "-inf" : "inf") : signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
+    /* The fewest significant digits that read back exactly. */
+    char e[40], digits[20];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, v);
+        if (strtod(e, NULL) == v)
+            break;
+    }
+    const char *s = e + (v < 0);
+    int nd = 0;
+    for (; *s != 'e'; s++)
+        if (*s != '.')
+            digits[nd++] = *s;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    int x = atoi(s + 1);  /* v = d.ddd x 10^x */
+    char *o = buf;
+    if (v < 0)
+        *o++ = '-';
+    if (x < -4 || x >= 16) {  /* Python switches to exponent form here */
+        *o++ = digits[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, digits + 1, (size_t)nd - 1);
+            o += nd - 1;
+        }
+        sprintf(o, "e%c%02d", x < 0 ? '-' : '+', abs(x));
+        return;
+    }
+    if (x < 0) {
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -x - 1; i++)
+            *o++ = '0';
+        memcpy(o, digits, (size_t)nd);
+        o += nd;
+    } else {
+        for (int i = 0; i <= x; i++)
+            *o++ = i < nd ? digits[i] : '0';
+        *o++ = '.';
+        if (nd > x + 1) {
+            memcpy(o, digits + x + 1, (size_t)(nd - x - 1));
+            o += nd - x - 1;
+        } else {
+            *o++ = '0';
+        }
+    }
+    *o = '\0';
+}
+
+/* ---- a growable string ----------------------------------------------------- */
+
+typedef struct tk__sb {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} tk__sb;
+
+static void tk__sb_add(tk__sb *b, const char *fmt, ...) TK_PRINTF(2, 3);
+static void tk__sb_add(tk__sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->oom || n < 0)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A number for a report: Python-style shortest decimal. */
+typedef struct { char s[32]; } tk__num;
+static tk__num tk__n(double v)
+{
+    tk__num n;
+    tk__repr(v, n.s);
+    return n;
+}
+
+/* JSON has no NaN or Inf: those become null. */
+static tk__num tk__jn(double v)
+{
+    tk__num n;
+    if (isfinite(v))
+        tk__repr(v, n.s);
+    else
+        strcpy(n.s, "null");
+    return n;
+}
+
+static double tk__res(const tk_audit *a, int64_t i, int metric)
+{
+    double v = 0.0;
+    tk_audit_result(a, i, metric, &v);
+    return v;
+}
+
+static void tk__contract_text(const tk_audit *a, tk__sb *b)
+{
+    if (a->k->is_axpy)
+        tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))",
+                   tk__n(a->k->alpha).s);
+    else
+        tk__sb_add(b, "custom elementwise body, out = cast(body(%d inputs))",
+                   a->k->n_inputs);
+}
+
+/* ---- text ------------------------------------------------------------------- */
+
+enum { TK__COLS = 16 };
+
+static void tk__text(const tk_audit *a, tk__sb *b)
+{
+    static const char *const head[TK__COLS] = {
+        "case", "shape", "dtype", "impl max abs", "impl max ULP", "impl mismatches",
+        "implementation", "diagnosis", "gap max abs", "input part", "output part",
+        "gap max rel", "scale", "gap atol", "gap rtol", "gap verdict"};
+    int64_t n = a->n_cases, passed = 0, within = 0;
+    char (*cell)[TK__COLS][48] = calloc((size_t)n + 1, sizeof *cell);
+    if (!cell) {
+        b->oom = true;
+        return;
+    }
+    int width[TK__COLS];
+    for (int j = 0; j < TK__COLS; j++)
+        snprintf(cell[0][j], sizeof cell[0][j], "%s", head[j]);
+    for (int64_t i = 0; i < n; i++) {
+        const tk__case *c = &a->cases[i];
+        char (*row)[48] = cell[i + 1];
+        bool ok = tk__res(a, i, TK_AUDIT_PASSED) != 0.0;
+        bool gap_ok = tk__res(a, i, TK_AUDIT_GAP_PASSED) != 0.0;
+        passed += ok;
+        within += gap_ok;
+        snprintf(row[0], 48, "%lld", (long long)i);
+        snprintf(row[1], 48, "%lld x %lld", (long long)c->rows, (long long)c->cols);
+        snprintf(row[2], 48, "%s", tk_dtype_name(c->dtype));
+        snprintf(row[3], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_IMPL_MAX_ABS)).s);
+        snprintf(row[4], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MAX_ULP));
+        snprintf(row[5], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MISMATCHES));
+        snprintf(row[6], 48, "%s", ok ? "PASS" : "FAIL");
+        snprintf(row[7], 48, "%s", ok ? "-" : tk_audit_schedule_name(
+                                                 (int)tk__res(a, i, TK_AUDIT_DIAGNOSIS)));
+        snprintf(row[8], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_MAX_ABS)).s);
+        snprintf(row[9], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_INPUT_MAX_ABS)).s);
+        snprintf(row[10], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_OUTPUT_MAX_ABS)).s);
+        snprintf(row[11], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_MAX_REL)).s);
+        snprintf(row[12], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_SCALE)).s);
+        snprintf(row[13], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_ATOL)).s);
+        snprintf(row[14], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_RTOL)).s);
+        if (gap_ok)
+            snprintf(row[15], 48, "within");
+        else
+            snprintf(row[15], 48, "exceeds at %.0f of %lld",
+                     tk__res(a, i, TK_AUDIT_GAP_MISMATCHES),
+                     (long long)(c->rows * c->cols));
+    }
+    for (int j = 0; j < TK__COLS; j++) {
+        width[j] = 0;
+        for (int64_t i = 0; i <= n; i++) {
+            int w = (int)strlen(cell[i][j]);
+            width[j] = w > width[j] ? w : width[j];
+        }
+    }
+    tk__sb_add(b, "libtilekern %s audit report (schema %s)\ncontract: ",
+               tk_version_string(), TK__SCHEMA);
+    tk__contract_text(a, b);
+    tk__sb_add(b, "; inputs promoted to float32, body in float32, one final cast\n"
+               "implementation check: candidate vs the represented-input oracle "
+               "(an independent untiled loop), exact: atol 0.0, rtol 0.0, max ULP 0\n"
+               "precision gap: candidate vs the body on the original float32 data, "
+               "split into the input-representation part and the output-cast part; "
+               "tolerance per dtype (torch.testing defaults unless set); its verdict "
+               "is separate and never merged into the implementation verdict\n"
+               "scale: max |body(original data)|; differences are float32 "
+               "subtractions, as numpy computes them\n\n");
+    for (int64_t i = 0; i <= n; i++) {
+        for (int j = 0; j < TK__COLS; j++)
+            tk__sb_add(b, "%-*s%s", j == TK__COLS - 1 ? 0 : width[j], cell[i][j],
+                       j == TK__COLS - 1 ? "\n" : "  ");
+    }
+    free(cell);
+    tk__sb_add(b, "\n");
+    for (int64_t i = 0; i < n; i++) {
+        const tk__case_result *r = &a->res[i];
+        const tk__where *w[2] = {&r->impl.where[TK_WHERE_MAX_ABS - 1],
+                                 &r->gap.where[TK_WHERE_MAX_ABS - 1]};
+        const char *what[2] = {"implementation max abs", "gap max abs"};
+        const char *ref[2] = {"oracle", "original reference"};
+        const float max[2] = {r->impl.max_abs, r->gap.max_abs};
+        for (int k = 0; k < 2; k++)
+            if (max[k] > 0.0f)  /* where the largest non-zero difference is */
+                tk__sb_add(b, "case %lld %s at (%lld, %lld): candidate %s, %s %s\n",
+                           (long long)i, what[k], (long long)w[k]->row,
+                           (long long)w[k]->col, tk__n(w[k]->actual).s, ref[k],
+                           tk__n(w[k]->expected).s);
+        if (r->impl.mismatches) {
+            const tk__where *f = &r->impl.where[TK_WHERE_FIRST_MISMATCH - 1];
+            tk__sb_add(b, "case %lld first implementation mismatch at (%lld, %lld): "
+                       "candidate %s, oracle %s\n", (long long)i, (long long)f->row,
+                       (long long)f->col, tk__n(f->actual).s, tk__n(f->expected).s);
+        }
+    }
+    tk__sb_add(b, "\nimplementation: %lld of %lld cases match the represented-input "
+               "oracle\nprecision gap: %lld of %lld cases within the gap tolerance "
+               "(a property of the dtype, reported separately)\n", (long long)passed,
+               (long long)n, (long long)within, (long long)n);
+}
+
+/* ---- JSON ------------------------------------------------------------------- */
+
+static void tk__json_where(tk__sb *b, const char *name, const tk__where *w)
+{
+    if (!w->set) {
+        tk__sb_add(b, "\"%s\": null", name);
+        return;
+    }
+    tk__sb_add(b, "\"%s\": {\"row\": %lld, \"col\": %lld, \"candidate\": %s, "
+               "\"reference\": %s}", name, (long long)w->row, (long long)w->col,
+               tk__jn(w->actual).s, tk__jn(w->expected).s);
+}
+
+static void tk__json(const tk_audit *a, tk__sb *b)
+{
+    int64_t failed = 0;
+    for (int64_t i = 0; i < a->n_cases; i++)
+        failed += a->res[i].impl.mismatches != 0;
+    tk__sb_add(b, "{\n  \"schema\": \"%s\",\n  \"library\": \"libtilekern %s\",\n"
+               "  \"contract\": {\"kind\": \"%s\", \"inputs\": %d, ", TK__SCHEMA,
+               tk_version_string(), a->k->is_axpy ? "axpy" : "custom",
+               a->k->n_inputs);
+    if (a->k->is_axpy)
+        tk__sb_add(b, "\"alpha\": %s, ", tk__jn(a->k->alpha).s);
+    tk__sb_add(b, "\"body\": \"elementwise\", \"text\": \"");
+    tk__contract_text(a, b);
+    tk__sb_add(b, "\"},\n  \"implementation_reference\": \"represented-input oracle\",\n"
+               "  \"gap_reference\": \"body on the original float32 data\",\n"
+               "  \"implementation_tolerance\": {\"atol\": 0.0, \"rtol\": 0.0, "
+               "\"max_ulp\": 0},\n  \"implementation_passed\": %s,\n  \"cases\": [\n",
+               failed ? "false" : "true");
+    for (int64_t i = 0; i < a->n_cases; i++) {
+        const tk__case *c = &a->cases[i];
+        const tk__case_result *r = &a->res[i];
+        tk__sb_add(b, "    {\"index\": %lld, \"shape\": [%lld, %lld], \"label\": "
+                   "\"%lld x %lld\", \"dtype\": \"%s\", \"elements\": %lld, "
+                   "\"scale\": %s,\n", (long long)i, (long long)c->rows,
+                   (long long)c->cols, (long long)c->rows, (long long)c->cols,
+                   tk_dtype_name(c->dtype), (long long)(c->rows * c->cols),
+                   tk__jn(tk__res(a, i, TK_AUDIT_SCALE)).s);
+        tk__sb_add(b, "     \"implementation\": {\"max_abs\": %s, \"max_ulp\": %llu, "
+                   "\"mismatches\": %lld, \"ulp_histogram\": [%lld, %lld, %lld, %lld], "
+                   "\"passed\": %s, \"diagnosis\": \"%s\", ",
+                   tk__jn(tk__res(a, i, TK_AUDIT_IMPL_MAX_ABS)).s,
+                   (unsigned long long)r->impl.max_ulp_seen,
+                   (long long)r->impl.mismatches, (long long)r->impl.hist[0],
+                   (long long)r->impl.hist[1], (long long)r->impl.hist[2],
+                   (long long)r->impl.hist[3], r->impl.mismatches ? "false" : "true",
+                   tk_audit_schedule_name(r->diagnosis));
+        tk__json_where(b, "max_abs_at", &r->impl.where[TK_WHERE_MAX_ABS - 1]);
+        tk__sb_add(b, ", ");
+        tk__json_where(b, "first_mismatch_at",
+                       &r->impl.where[TK_WHERE_FIRST_MISMATCH - 1]);
+        tk__sb_add(b, "},\n     \"gap\": {\"max_abs\": %s, \"max_rel\": %s, "
+                   "\"input_representation_max_abs\": %s, \"output_cast_max_abs\": %s, "
+                   "\"mismatches\": %lld, \"tolerance\": {\"atol\": %s, \"rtol\": %s}, "
+                   "\"passed\": %s, ",
+                   tk__jn(tk__res(a, i, TK_AUDIT_GAP_MAX_ABS)).s,
+                   tk__jn(tk__res(a, i, TK_AUDIT_GAP_MAX_REL)).s,
+                   tk__jn(r->input_part).s, tk__jn(r->output_part).s,
+                   (long long)r->gap.mismatches, tk__jn(r->gap.atol).s,
+                   tk__jn(r->gap.rtol).s, r->gap.mismatches ? "false" : "true");
+        tk__json_where(b, "max_abs_at", &r->gap.where[TK_WHERE_MAX_ABS - 1]);
+        tk__sb_add(b, ", ");
+        tk__json_where(b, "max_rel_at", &r->gap.where[TK_WHERE_MAX_REL - 1]);
+        tk__sb_add(b, "}}%s\n", i + 1 < a->n_cases ? "," : "");
+    }
+    tk__sb_add(b, "  ]\n}\n");
+}
+
+/* ---- SVG -------------------------------------------------------------------- */
+
+/* The smallest 1, 2, 2.5 or 5 times a power of ten that is >= v. */
+static double tk__nice(double v)
+{
+    if (!(v > 0.0))
+        return 1.0;
+    double p = pow(10.0, floor(log10(v)));
+    static const double steps[] = {1.0, 2.0, 2.5, 5.0, 10.0};
+    for (int i = 0; i < 5; i++)
+        if (steps[i] * p >= v)
+            return steps[i] * p;
+    return 10.0 * p;
+}
+
+static void tk__svg(const tk_audit *a, tk__sb *b)
+{
+    enum { W = 760, H = 460, L = 100, R = 30, T = 70, B = 90 };
+    static const char *const color[2] = {"#4c72b0", "#dd8452"};
+    static const int dtypes[2] = {TK_DTYPE_F32, TK_DTYPE_BF16};
+    int64_t n = a->n_cases, ng = 0;
+    /* Groups: distinct shapes in order of first appearance; each bar is the
+     * largest gap of that shape and dtype (NaN when absent). */
+    int64_t (*shape)[2] = calloc((size_t)n, sizeof *shape);
+    double (*gap)[2] = calloc((size_t)n, sizeof *gap);
+    if (!shape || !gap) {
+        free(shape);
+        free(gap);
+        b->oom = true;
+        return;
+    }
+    double top = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const tk__case *c = &a->cases[i];
+        int64_t g = 0;
+        while (g < ng && (shape[g][0] != c->rows || shape[g][1] != c->cols))
+            g++;
+        if (g == ng) {
+            shape[ng][0] = c->rows;
+            shape[ng][1] = c->cols;
+            gap[ng][0] = gap[ng][1] = NAN;
+            ng++;
+        }
+        int s = c->dtype == TK_DTYPE_BF16;
+        double v = tk__res(a, i, TK_AUDIT_GAP_MAX_ABS);
+        if (isnan(gap[g][s]) || v > gap[g][s])
+            gap[g][s] = v;
+        if (isfinite(v) && v > top)
+            top = v;
+    }
+    double ymax = tk__nice(top), pw = W - L - R, ph = H - T - B;
+    double gw = pw / (double)ng, bw = gw * 0.32;
+    tk__sb_add(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<title>Precision gap versus original float32 data</title>\n"
+               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
+               "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">"
+               "Precision gap versus original float32 data</text>\n"
+               "<text x=\"%d\" y=\"44\" text-anchor=\"middle\" fill=\"#555\">"
+               "implementation errors versus the represented-input oracle are "
+               "reported separately</text>\n", W, H, W, H, W, H, W / 2, W / 2);
+    for (int i = 0; i <= 5; i++) {
+        double v = ymax * i / 5.0, y = T + ph - ph * i / 5.0;
+        tk__sb_add(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                   "stroke=\"#ddd\"/>\n<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">"
+                   "%.4g</text>\n", L, y, W - R, y, L - 6, y + 4, v);
+    }
+    for (int64_t g = 0; g < ng; g++) {
+        double cx = L + gw * ((double)g + 0.5);
+        for (int s = 0; s < 2; s++) {
+            double v = gap[g][s], x = s ? cx : cx - bw;
+            if (isnan(v))
+                continue;
+            double h = isfinite(v) ? ph * v / ymax : 0.0;
+            char label[32];
+            snprintf(label, sizeof label, "%.4g", v);
+            tk__sb_add(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                       "fill=\"%s\"><title>%s %lld x %lld: %s</title></rect>\n"
+                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                       "font-size=\"11\">%s</text>\n", x, T + ph - h, bw, h, color[s],
+                       tk_dtype_name(dtypes[s]), (long long)shape[g][0],
+                       (long long)shape[g][1], tk__n(v).s, x + bw / 2, T + ph - h - 4,
+                       label);
+        }
+        tk__sb_add(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%lld x %lld"
+                   "</text>\n", cx, T + (int)ph + 20, (long long)shape[g][0],
+                   (long long)shape[g][1]);
+    }
+    tk__sb_add(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
+               "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n"
+               "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">matrix shape "
+               "(rows x cols)</text>\n<text transform=\"translate(24 %d) rotate(-90)\" "
+               "text-anchor=\"middle\">max gap versus original float32 values</text>\n",
+               L, T + (int)ph, W - R, T + (int)ph, L, T, L, T + (int)ph,
+               L + (int)pw / 2, H - 40, T + (int)ph / 2);
+    for (int s = 0; s < 2; s++)
+        tk__sb_add(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"%d\">%s</text>\n", L + 10 + s * 110, H - 26,
+                   color[s], L + 28 + s * 110, H - 16, tk_dtype_name(dtypes[s]));
+    tk__sb_add(b, "</svg>\n");
+    free(shape);
+    free(gap);
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+int tk_audit_write_report(const tk_audit *a, const char *path, int format)
+{
+    if (!a || !path)
+        return tk__fail(TK_EINVAL, "tk_audit_write_report: %s is NULL",
+                        !a ? "handle" : "path");
+    if (format < TK_REPORT_TEXT || format > TK_REPORT_SVG)
+        return tk__fail(TK_EINVAL, "tk_audit_write_report: unknown format %d "
+                        "(TK_REPORT_TEXT, TK_REPORT_JSON or TK_REPORT_SVG)", format);
+    if (!a->res)
+        return tk__fail(TK_ESTATE, "tk_audit_write_report: no results; call "
+                        "tk_audit_run after the last change");
+    tk__sb b = {0};
+    if (format == TK_REPORT_TEXT)
+        tk__text(a, &b);
+    else if (format == TK_REPORT_JSON)
+        tk__json(a, &b);
+    else
+        tk__svg(a, &b);
+    if (b.oom) {
+        free(b.p);
+        return tk__fail(TK_ENOMEM, "tk_audit_write_report: out of memory building "
+                        "the report for %s", path);
+    }
+    /* Write a sibling file, then rename it: a failure never leaves a
+     * truncated report where the old one was. */
+    size_t n = strlen(path) + 5;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        free(b.p);
+        return tk__fail(TK_ENOMEM, "tk_audit_write_report: out of memory");
+    }
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int err = f ? 0 : errno;
+    if (f) {
+        if (fwrite(b.p, 1, b.len, f) != b.len)
+            err = errno ? errno : EIO;
+        if (fclose(f) && !err)
+            err = errno ? errno : EIO;
+        if (!err && rename(tmp, path))
+            err = errno;
+        if (err)
+            remove(tmp);
+    }
+    free(tmp);
+    free(b.p);
+    if (err)
+        return tk__fail(TK_EIO, "tk_audit_write_report: cannot write %s: %s", path,
+                        strerror(err));
+    return TK_OK;
+}

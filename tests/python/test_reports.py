@@ -1,0 +1,254 @@
+"""The audit's report files parse: JSON with json, SVG with xml.etree, and
+the text table carries every column.  The audit runs through ctypes on the
+committed fixtures, and the main job (build/examples/audit) is run too.
+
+The library is $TK_LIBRARY or lib/libtilekern.so.0 under the repository root.
+"""
+import ctypes
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+LIBRARY = os.environ.get("TK_LIBRARY") or os.path.join(ROOT, "lib", "libtilekern.so.0")
+SHAPES = [(1, 1), (8, 128), (9, 129), (17, 257)]
+# The seed's recorded bfloat16 gaps: the specification.
+SEED_BF16_GAPS = [0.000862419605255127, 0.025217056274414062,
+                  0.030788421630859375, 0.0292205810546875]
+SVG = "{http://www.w3.org/2000/svg}"
+
+TK_DTYPE_F32, TK_DTYPE_BF16 = 1, 2
+TK_AUDIT_IMPL_MAX_ABS, TK_AUDIT_GAP_MAX_ABS = 701, 704
+TK_AUDIT_GAP_INPUT_MAX_ABS, TK_AUDIT_GAP_OUTPUT_MAX_ABS = 706, 707
+TK_AUDIT_SCALE = 712
+TK_REPORT_TEXT, TK_REPORT_JSON, TK_REPORT_SVG = 1, 2, 3
+
+CANDIDATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+def load_library():
+    lib = ctypes.CDLL(LIBRARY)
+    vp, i64 = ctypes.c_void_p, ctypes.c_int64
+    table = [
+        ("tk_kernel_axpy", [ctypes.POINTER(vp), ctypes.c_float], ctypes.c_int),
+        ("tk_kernel_destroy", [vp], None),
+        ("tk_kernel_run", [vp, vp, ctypes.POINTER(vp), vp], ctypes.c_int),
+        ("tk_tiling_create", [ctypes.POINTER(vp), i64, i64, i64, i64], ctypes.c_int),
+        ("tk_tiling_destroy", [vp], None),
+        ("tk_matrix_rows", [vp], i64),
+        ("tk_matrix_cols", [vp], i64),
+        ("tk_audit_create", [ctypes.POINTER(vp), vp], ctypes.c_int),
+        ("tk_audit_destroy", [vp], None),
+        ("tk_audit_set_candidate", [vp, CANDIDATE, vp], ctypes.c_int),
+        ("tk_audit_add_case", [vp, ctypes.c_int, i64, i64,
+                               ctypes.POINTER(ctypes.POINTER(ctypes.c_float))],
+         ctypes.c_int),
+        ("tk_audit_run", [vp], ctypes.c_int),
+        ("tk_audit_result", [vp, i64, ctypes.c_int, ctypes.POINTER(ctypes.c_double)],
+         ctypes.c_int),
+        ("tk_audit_write_report", [vp, ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+        ("tk_last_error_message", [], ctypes.c_char_p),
+    ]
+    for name, argtypes, restype in table:
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, restype
+    return lib
+
+
+def bf16(a):
+    """float32 -> bfloat16 -> float32, round to nearest even (finite data)."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return r.astype(np.uint32).view(np.float32)
+
+
+def fixture(name):
+    return np.load(os.path.join(FIXTURES, name))
+
+
+class AuditReports(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        lib = cls.lib = load_library()
+        cls.tmp = tempfile.TemporaryDirectory()
+        kernel, audit = ctypes.c_void_p(), ctypes.c_void_p()
+        cls.check(lib.tk_kernel_axpy(ctypes.byref(kernel), 2.0))
+        cls.check(lib.tk_audit_create(ctypes.byref(audit), kernel))
+
+        def host(user, inputs, output):
+            tiling = ctypes.c_void_p()
+            rc = lib.tk_tiling_create(ctypes.byref(tiling), lib.tk_matrix_rows(output),
+                                      lib.tk_matrix_cols(output), 8, 128)
+            if rc == 0:
+                rc = lib.tk_kernel_run(kernel, tiling, inputs, output)
+            lib.tk_tiling_destroy(tiling)
+            return rc
+
+        cls.callback = CANDIDATE(host)
+        cls.check(lib.tk_audit_set_candidate(audit, cls.callback, None))
+        cls.data = []
+        for rows, cols in SHAPES:
+            x = fixture(f"seed42_x_{rows}x{cols}.npy")
+            y = fixture(f"seed42_y_{rows}x{cols}.npy")
+            cls.data.append((x, y))
+            ptrs = (ctypes.POINTER(ctypes.c_float) * 2)(
+                x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                y.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+            for dtype in (TK_DTYPE_F32, TK_DTYPE_BF16):
+                cls.check(lib.tk_audit_add_case(audit, dtype, rows, cols, ptrs))
+        cls.check(lib.tk_audit_run(audit))
+        cls.paths = {}
+        for fmt, ext in ((TK_REPORT_TEXT, "txt"), (TK_REPORT_JSON, "json"),
+                         (TK_REPORT_SVG, "svg")):
+            path = os.path.join(cls.tmp.name, "audit." + ext)
+            cls.check(lib.tk_audit_write_report(audit, path.encode(), fmt))
+            cls.paths[ext] = path
+        cls.results = {}
+        for i in range(8):
+            for metric in (TK_AUDIT_IMPL_MAX_ABS, TK_AUDIT_GAP_MAX_ABS,
+                           TK_AUDIT_GAP_INPUT_MAX_ABS, TK_AUDIT_GAP_OUTPUT_MAX_ABS,
+                           TK_AUDIT_SCALE):
+                value = ctypes.c_double()
+                cls.check(lib.tk_audit_result(audit, i, metric, ctypes.byref(value)))
+                cls.results[i, metric] = value.value
+        lib.tk_audit_destroy(audit)
+        lib.tk_kernel_destroy(kernel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    @classmethod
+    def check(cls, rc):
+        if rc != 0:
+            raise AssertionError(f"status {rc}: {cls.lib.tk_last_error_message().decode()}")
+
+    def test_json_parses_with_every_number(self):
+        with open(self.paths["json"]) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["schema"], "tilekern.audit/1")
+        self.assertEqual(doc["contract"]["kind"], "axpy")
+        self.assertEqual(doc["contract"]["alpha"], 2.0)
+        self.assertTrue(doc["implementation_passed"])
+        self.assertEqual(doc["implementation_tolerance"],
+                         {"atol": 0.0, "rtol": 0.0, "max_ulp": 0})
+        self.assertEqual(len(doc["cases"]), 8)
+        for i, case in enumerate(doc["cases"]):
+            rows, cols = SHAPES[i // 2]
+            self.assertEqual(case["shape"], [rows, cols])
+            self.assertEqual(case["label"], f"{rows} x {cols}")
+            self.assertEqual(case["dtype"], "bfloat16" if i % 2 else "float32")
+            self.assertEqual(case["elements"], rows * cols)
+            impl, gap = case["implementation"], case["gap"]
+            self.assertEqual(impl["max_abs"], 0.0)
+            self.assertEqual(impl["mismatches"], 0)
+            self.assertEqual(impl["ulp_histogram"], [rows * cols, 0, 0, 0])
+            self.assertIs(impl["passed"], True)
+            self.assertEqual(impl["diagnosis"], "not-run")
+            # Every number round-trips: JSON equals tk_audit_result exactly.
+            self.assertEqual(gap["max_abs"], self.results[i, TK_AUDIT_GAP_MAX_ABS])
+            self.assertEqual(gap["input_representation_max_abs"],
+                             self.results[i, TK_AUDIT_GAP_INPUT_MAX_ABS])
+            self.assertEqual(gap["output_cast_max_abs"],
+                             self.results[i, TK_AUDIT_GAP_OUTPUT_MAX_ABS])
+            self.assertEqual(case["scale"], self.results[i, TK_AUDIT_SCALE])
+            want_tol = {"atol": 1e-05, "rtol": 0.016 if i % 2 else 1.3e-06}
+            self.assertEqual(gap["tolerance"], want_tol)
+            self.assertIsInstance(gap["max_rel"], float)
+            self.assertIsInstance(gap["passed"], bool)
+            self.assertEqual(gap["passed"], gap["mismatches"] == 0)
+            self.assertEqual(gap["max_abs"], SEED_BF16_GAPS[i // 2] if i % 2 else 0.0)
+
+    def test_gaps_match_numpy(self):
+        """The gap split recomputed with numpy, as the seed computes the gap."""
+        for s, (x, y) in enumerate(self.data):
+            ideal = 2 * x + y
+            t = 2 * bf16(x) + bf16(y)
+            actual = bf16(t)
+            i = 2 * s + 1
+            self.assertEqual(float(np.max(np.abs(actual - ideal))),
+                             self.results[i, TK_AUDIT_GAP_MAX_ABS])
+            self.assertEqual(float(np.max(np.abs(t - ideal))),
+                             self.results[i, TK_AUDIT_GAP_INPUT_MAX_ABS])
+            self.assertEqual(float(np.max(np.abs(actual - t))),
+                             self.results[i, TK_AUDIT_GAP_OUTPUT_MAX_ABS])
+            self.assertEqual(float(np.max(np.abs(ideal))), self.results[i, TK_AUDIT_SCALE])
+
+    def test_svg_is_the_seed_figure(self):
+        root = ET.parse(self.paths["svg"]).getroot()
+        self.assertEqual(root.tag, SVG + "svg")
+        texts = [t.text for t in root.iter(SVG + "text")]
+        for label in ("1 x 1", "8 x 128", "9 x 129", "17 x 257", "float32", "bfloat16",
+                      "max gap versus original float32 values", "matrix shape (rows x cols)"):
+            self.assertIn(label, texts)
+        bars = [r for r in root.iter(SVG + "rect") if r.find(SVG + "title") is not None]
+        self.assertEqual(len(bars), 8)
+        heights = {r.find(SVG + "title").text.rsplit(":", 1)[0]: float(r.get("height"))
+                   for r in bars}
+        for s, (rows, cols) in enumerate(SHAPES):
+            self.assertEqual(heights[f"float32 {rows} x {cols}"], 0.0)
+        bf = [heights[f"bfloat16 {r} x {c}"] for r, c in SHAPES]
+        # Bar heights are proportional to the gaps (printed to 0.1 px).
+        for h, g in zip(bf, SEED_BF16_GAPS):
+            self.assertAlmostEqual(h / bf[2], g / SEED_BF16_GAPS[2], delta=0.01)
+        # Each bar carries its value as a label.
+        for g in SEED_BF16_GAPS:
+            self.assertIn(f"{g:.4g}", texts)
+
+    def test_text_table_keeps_the_references_apart(self):
+        with open(self.paths["txt"]) as f:
+            lines = f.read().splitlines()
+        header = next(line for line in lines if line.startswith("case "))
+        for column in ("shape", "dtype", "impl max abs", "implementation", "gap max abs",
+                       "input part", "output part", "gap atol", "gap rtol", "gap verdict"):
+            self.assertIn(column, header)
+        rows = lines[lines.index(header) + 1:lines.index(header) + 9]
+        for i, row in enumerate(rows):
+            cells = row.split()
+            self.assertEqual(cells[0], str(i))
+            self.assertEqual(" ".join(cells[1:4]), "{} x {}".format(*SHAPES[i // 2]))
+            self.assertEqual(cells[4], "bfloat16" if i % 2 else "float32")
+            self.assertIn("PASS", cells)
+            self.assertIn(repr(self.results[i, TK_AUDIT_GAP_MAX_ABS]), cells)
+        self.assertIn("implementation: 8 of 8 cases match the represented-input oracle",
+                      lines)
+
+
+class MainJob(unittest.TestCase):
+    def test_make_run_prints_the_recorded_lines(self):
+        exe = os.path.join(ROOT, "build", "examples", "audit")
+        self.assertTrue(os.access(exe, os.X_OK), f"{exe} missing: run `make tests`")
+        with tempfile.TemporaryDirectory() as cwd:
+            run = subprocess.run([exe, FIXTURES], cwd=cwd, capture_output=True,
+                                 text=True, timeout=60)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            lines = run.stdout.splitlines()
+            gaps = "[" + ", ".join(f"[0.0, {g!r}]" for g in SEED_BF16_GAPS) + "]"
+            p = 0.3
+            for want in (
+                    "Kernel errors versus represented-input oracle: "
+                    "[[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]",
+                    "Gaps versus original float32 data: " + gaps,
+                    "CPU correctness audit complete; no TPU latency or speedup measured",
+                    "Joint row permutation preserves output identity",
+                    "Early/final-only rounding: 1.0 1.0078125",
+                    "Configuration, padded elements: (8, 128) 2 4096",
+                    "Configuration, padded elements: (16, 256) 3 4096",
+                    "Mixed and integer dtypes rejected",
+                    "Modeled twofold-local speedup and zero-cost limit: "
+                    f"{1 / ((1 - p) + p / 2.0)!r} {1 / (1 - p)!r}"):
+                self.assertIn(want, lines)
+            with open(os.path.join(cwd, "report", "audit.json")) as f:
+                self.assertEqual(json.load(f)["schema"], "tilekern.audit/1")
+            ET.parse(os.path.join(cwd, "report", "audit.svg"))
+
+
+if __name__ == "__main__":
+    unittest.main()

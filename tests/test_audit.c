@@ -1,0 +1,822 @@
+/* test_audit.c - tk_audit: the seed's recorded figures from the committed
+ * fixtures, the gap split, the rounding-schedule diagnosis for deliberately
+ * wrong candidates, property checks, results and reports. */
+#include "tk_test.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define FIXTURES "tests/fixtures/"
+
+static double res(const tk_audit *a, int64_t i, int m)
+{
+    double v = -12345.0;
+    cr_assert_eq(tk_audit_result(a, i, m, &v), TK_OK, "case %lld metric %d: %s",
+                 (long long)i, m, tk_last_error_message());
+    return v;
+}
+
+static void expect_bits_eq(double got, double want, const char *what)
+{
+    cr_assert(memcmp(&got, &want, sizeof got) == 0, "%s: %.17g, want %.17g", what,
+              got, want);
+}
+
+/* A fixture as contiguous f32 (caller frees). */
+static float *load(const char *name, int64_t *rows, int64_t *cols)
+{
+    tk_matrix *m;
+    int rc = tk_matrix_load_npy(&m, name);
+    cr_assert_eq(rc, TK_OK, "%s: %s (run from the repository root)", name,
+                 tk_last_error_message());
+    *rows = tk_matrix_rows(m);
+    *cols = tk_matrix_cols(m);
+    float *x = malloc((size_t)(*rows * *cols) * sizeof *x);
+    cr_assert_eq(tk_matrix_to_f32(m, x, *cols), TK_OK);
+    tk_matrix_destroy(m);
+    return x;
+}
+
+/* ---- candidates ---------------------------------------------------------- */
+
+/* The host kernel with (8, 128) blocks and the default tail. */
+static int host(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    tk_tiling *t;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(out), tk_matrix_cols(out), 8, 128);
+    if (!rc)
+        rc = tk_kernel_run(user, t, in, out);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
+/* Deliberately wrong axpy candidates, each following one schedule; they read
+ * the stored inputs through tk_matrix_to_f32.  The diagnosis tests use
+ * alpha = 3: doubling a bf16 value is exact, so with alpha = 2 rounding the
+ * product early changes nothing. */
+#define WRONG_ALPHA 3.0f
+enum wrong { EARLY, TRUNC, FINAL_ONLY, FLUSH, ONE_WRONG, NOTHING };
+
+struct wrong_ctx {
+    enum wrong kind;
+    const float *orig[2];  /* for FINAL_ONLY: the unrepresented data */
+};
+
+static float round_to(int dtype, float v)
+{
+    return dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(v)) : v;
+}
+
+static float flush(float v) { return fabsf(v) < FLT_MIN ? copysignf(0.0f, v) : v; }
+
+static int wrong(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    const struct wrong_ctx *w = user;
+    int dtype = tk_matrix_dtype(out);
+    int64_t n = tk_matrix_rows(out) * tk_matrix_cols(out), cols = tk_matrix_cols(out);
+    if (w->kind == NOTHING)
+        return 0;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    float *o = malloc((size_t)n * sizeof *o);
+    tk_matrix_to_f32(in[0], x, cols);
+    tk_matrix_to_f32(in[1], y, cols);
+    for (int64_t i = 0; i < n; i++) {
+        float v;
+        switch (w->kind) {
+        case EARLY: v = round_to(dtype, WRONG_ALPHA * x[i]) + y[i]; break;
+        case FINAL_ONLY: v = WRONG_ALPHA * w->orig[0][i] + w->orig[1][i]; break;
+        case FLUSH: v = flush(WRONG_ALPHA * flush(x[i]) + flush(y[i])); break;
+        default: v = WRONG_ALPHA * x[i] + y[i]; break;
+        }
+        if (w->kind == TRUNC && dtype == TK_DTYPE_BF16)
+            v = tk_bf16_to_f32((uint16_t)(tkt_bits(v) >> 16));
+        else
+            v = round_to(dtype, v);
+        o[i] = w->kind == FLUSH ? flush(v) : v;
+    }
+    if (w->kind == ONE_WRONG)
+        o[n / 2] = round_to(dtype, nextafterf(o[n / 2], INFINITY) * 1.01f);
+    tk_matrix *m;
+    int rc = tk_matrix_from_f32(&m, dtype, tk_matrix_rows(out), cols, o, cols);
+    if (!rc) {
+        int64_t es = tk_dtype_size(dtype);
+        for (int64_t r = 0; r < tk_matrix_rows(out); r++)
+            memcpy((char *)tk_matrix_data(out) + r * tk_matrix_row_stride(out) * es,
+                   (char *)tk_matrix_data(m) + r * tk_matrix_row_stride(m) * es,
+                   (size_t)(cols * es));
+    }
+    tk_matrix_destroy(m);
+    free(x);
+    free(y);
+    free(o);
+    return rc;
+}
+
+static tk_kernel *axpy(float alpha)
+{
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_axpy(&k, alpha), TK_OK);
+    return k;
+}
+
+static tk_kernel *axpy2(void) { return axpy(2.0f); }
+
+/* ---- the seed's recorded figures ------------------------------------------ */
+
+Test(audit_seed, recorded_figures_from_the_fixtures, .timeout = 30)
+{
+    static const char *const shapes[] = {"1x1", "8x128", "9x129", "17x257"};
+    /* The seed's "Recorded reference execution": these are the specification. */
+    static const double bf16_gaps[] = {0.000862419605255127, 0.025217056274414062,
+                                       0.030788421630859375, 0.0292205810546875};
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    for (int s = 0; s < 4; s++) {
+        char px[128], py[128];
+        int64_t rows, cols;
+        snprintf(px, sizeof px, FIXTURES "seed42_x_%s.npy", shapes[s]);
+        snprintf(py, sizeof py, FIXTURES "seed42_y_%s.npy", shapes[s]);
+        float *x = load(px, &rows, &cols), *y = load(py, &rows, &cols);
+        const float *orig[2] = {x, y};
+        cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, rows, cols, orig), TK_OK);
+        cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, rows, cols, orig), TK_OK);
+        free(x);
+        free(y);
+    }
+    cr_assert_eq(tk_audit_case_count(a), 8);
+    cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+    for (int i = 0; i < 8; i++) {
+        expect_bits_eq(res(a, i, TK_AUDIT_IMPL_MAX_ABS), 0.0, "kernel error");
+        cr_assert_eq(res(a, i, TK_AUDIT_IMPL_MAX_ULP), 0.0);
+        cr_assert_eq(res(a, i, TK_AUDIT_IMPL_MISMATCHES), 0.0);
+        cr_assert_eq(res(a, i, TK_AUDIT_PASSED), 1.0);
+        cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), TK_SCHEDULE_NOT_RUN);
+        expect_bits_eq(res(a, i, TK_AUDIT_GAP_MAX_ABS), i % 2 ? bf16_gaps[i / 2] : 0.0,
+                       i % 2 ? "bf16 gap" : "f32 gap");
+    }
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+Test(audit_seed, f32_kernel_matches_numpy_ideal_bit_for_bit)
+{
+    static const char *const shapes[] = {"1x1", "8x128", "9x129", "17x257"};
+    tk_kernel *k = axpy2();
+    for (int s = 0; s < 4; s++) {
+        char p[3][128];
+        tk_matrix *in[2], *ideal, *out;
+        snprintf(p[0], sizeof p[0], FIXTURES "seed42_x_%s.npy", shapes[s]);
+        snprintf(p[1], sizeof p[1], FIXTURES "seed42_y_%s.npy", shapes[s]);
+        snprintf(p[2], sizeof p[2], FIXTURES "seed42_ideal_%s.npy", shapes[s]);
+        cr_assert_eq(tk_matrix_load_npy(&in[0], p[0]), TK_OK, "%s", p[0]);
+        cr_assert_eq(tk_matrix_load_npy(&in[1], p[1]), TK_OK);
+        cr_assert_eq(tk_matrix_load_npy(&ideal, p[2]), TK_OK);
+        int64_t rows = tk_matrix_rows(ideal), cols = tk_matrix_cols(ideal);
+        cr_assert_eq(tk_matrix_create(&out, TK_DTYPE_F32, rows, cols), TK_OK);
+        cr_assert_eq(host(k, (const tk_matrix *const *)in, out), TK_OK);
+        for (int64_t r = 0; r < rows; r++)
+            cr_assert(memcmp((float *)tk_matrix_data(out) + r * tk_matrix_row_stride(out),
+                             (float *)tk_matrix_data(ideal) +
+                                 r * tk_matrix_row_stride(ideal),
+                             (size_t)cols * sizeof(float)) == 0,
+                      "%s row %lld differs from numpy", shapes[s], (long long)r);
+        tk_matrix_destroy(in[0]);
+        tk_matrix_destroy(in[1]);
+        tk_matrix_destroy(ideal);
+        tk_matrix_destroy(out);
+    }
+    tk_kernel_destroy(k);
+}
+
+/* The gap's two parts, recomputed here from their definitions. */
+Test(audit_seed, gap_splits_into_input_and_output_parts)
+{
+    int64_t rows, cols;
+    float *x = load(FIXTURES "seed42_x_17x257.npy", &rows, &cols);
+    float *y = load(FIXTURES "seed42_y_17x257.npy", &rows, &cols);
+    const float *orig[2] = {x, y};
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, rows, cols, orig), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, rows, cols, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    float in_part = 0.0f, out_part = 0.0f, gap = 0.0f, scale = 0.0f;
+    double rel = 0.0;
+    int64_t beyond = 0;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float ideal = 2.0f * x[i] + y[i];
+        float t = 2.0f * round_to(TK_DTYPE_BF16, x[i]) + round_to(TK_DTYPE_BF16, y[i]);
+        float o = round_to(TK_DTYPE_BF16, t);
+        in_part = fmaxf(in_part, fabsf(t - ideal));
+        out_part = fmaxf(out_part, fabsf(o - t));
+        gap = fmaxf(gap, fabsf(o - ideal));
+        scale = fmaxf(scale, fabsf(ideal));
+        if (ideal != 0.0f)
+            rel = fmax(rel, (double)fabsf(o - ideal) / fabs((double)ideal));
+        beyond += (double)fabsf(o - ideal) > 1e-5 + 1.6e-2 * fabs((double)ideal);
+    }
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_INPUT_MAX_ABS), in_part, "input part");
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_OUTPUT_MAX_ABS), out_part, "output part");
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_MAX_ABS), gap, "gap");
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_MAX_REL), rel, "gap rel");
+    expect_bits_eq(res(a, 0, TK_AUDIT_SCALE), scale, "scale");
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_MISMATCHES), (double)beyond);
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_PASSED), beyond == 0);
+    /* The gap never exceeds its parts' sum (up to one rounding). */
+    cr_assert(gap <= (in_part + out_part) * (1.0f + FLT_EPSILON));
+    cr_assert(in_part > 0.0f && out_part > 0.0f);
+    /* float32 has no representation or cast to split. */
+    cr_assert_eq(res(a, 1, TK_AUDIT_GAP_INPUT_MAX_ABS), 0.0);
+    cr_assert_eq(res(a, 1, TK_AUDIT_GAP_OUTPUT_MAX_ABS), 0.0);
+    expect_bits_eq(res(a, 1, TK_AUDIT_GAP_ATOL), 1e-5, "f32 gap atol");
+    expect_bits_eq(res(a, 1, TK_AUDIT_GAP_RTOL), 1.3e-6, "f32 gap rtol");
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_RTOL), 1.6e-2, "bf16 gap rtol");
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+}
+
+/* Zero references are left out of the relative gap: with alpha = 3 and
+ * y = -3x the original result is exactly 0 while the bf16 one is not. */
+Test(audit_seed, relative_gap_excludes_zero_references)
+{
+    enum { R = 4, C = 64, N = R * C };
+    float x[N], y[N];
+    tkt_fill(x, N, 41);
+    tkt_fill(y, N, 42);
+    for (int i = 0; i < N; i += 3)
+        y[i] = -(3.0f * x[i]);
+    tk_kernel *k = axpy(3.0f);
+    tk_audit *a;
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, R, C, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    double rel = 0.0;
+    float gap = 0.0f;
+    for (int i = 0; i < N; i++) {
+        float ideal = 3.0f * x[i] + y[i];
+        float o = round_to(TK_DTYPE_BF16, 3.0f * round_to(TK_DTYPE_BF16, x[i]) +
+                                              round_to(TK_DTYPE_BF16, y[i]));
+        gap = fmaxf(gap, fabsf(o - ideal));
+        if (ideal != 0.0f)
+            rel = fmax(rel, (double)fabsf(o - ideal) / fabs((double)ideal));
+        else if (i == 0)
+            cr_assert_neq(o, 0.0f, "the zero reference must see a non-zero gap");
+    }
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_MAX_REL), rel, "gap rel");
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_MAX_ABS), gap, "gap abs");
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* Equal maxima: the first position in row-major order is the one reported. */
+Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
+{
+    float x[2 * 8], y[2 * 8];
+    for (int i = 0; i < 16; i++) {
+        x[i] = 0.1f;
+        y[i] = 0.7f;
+    }
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, 2, 8, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    cr_assert_gt(res(a, 0, TK_AUDIT_GAP_MAX_ABS), 0.0);
+    char path[] = "/tmp/tk_audit_ties_XXXXXX", text[4096] = {0};
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    cr_assert_gt(fread(text, 1, sizeof text - 1, f), 0);
+    fclose(f);
+    remove(path);
+    const char *gap = strstr(text, "\"gap\": {");
+    cr_assert_not_null(gap, "%s", text);
+    cr_assert(strstr(gap, "\"max_abs_at\": {\"row\": 0, \"col\": 0,") != NULL, "%s", gap);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* The host kernel, then every +0 in the output turned into -0: equal in
+ * value, different in bits, so the audit measures the candidate itself. */
+static int host_negative_zeros(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    int rc = host(user, in, out);
+    float *o = tk_matrix_data(out);
+    for (int64_t r = 0; r < tk_matrix_rows(out); r++)
+        for (int64_t c = 0; c < tk_matrix_cols(out); c++)
+            if (tkt_bits(o[r * tk_matrix_row_stride(out) + c]) == 0)
+                o[r * tk_matrix_row_stride(out) + c] = -0.0f;
+    return rc;
+}
+
+Test(audit_seed, candidate_equal_in_value_has_the_oracle_metrics)
+{
+    enum { R = 6, C = 40, N = R * C };
+    float x[N], y[N];
+    tkt_fill(x, N, 51);
+    tkt_fill(y, N, 52);
+    for (int i = 0; i < N; i += 5)
+        x[i] = y[i] = 0.0f;
+    const float *orig[2] = {x, y};
+    const int metrics[] = {TK_AUDIT_IMPL_MAX_ABS, TK_AUDIT_IMPL_MAX_ULP,
+                           TK_AUDIT_IMPL_MISMATCHES, TK_AUDIT_GAP_MAX_ABS,
+                           TK_AUDIT_GAP_MAX_REL, TK_AUDIT_GAP_INPUT_MAX_ABS,
+                           TK_AUDIT_GAP_OUTPUT_MAX_ABS, TK_AUDIT_GAP_MISMATCHES,
+                           TK_AUDIT_PASSED, TK_AUDIT_SCALE, TK_AUDIT_DIAGNOSIS};
+    tk_kernel *k = axpy2();
+    tk_audit *a[2];
+    for (int v = 0; v < 2; v++) {
+        cr_assert_eq(tk_audit_create(&a[v], k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a[v], v ? host_negative_zeros : host, k),
+                     TK_OK);
+        cr_assert_eq(tk_audit_add_case(a[v], TK_DTYPE_F32, R, C, orig), TK_OK);
+        cr_assert_eq(tk_audit_run(a[v]), TK_OK, "%s", tk_last_error_message());
+    }
+    for (size_t m = 0; m < sizeof metrics / sizeof *metrics; m++)
+        expect_bits_eq(res(a[1], 0, metrics[m]), res(a[0], 0, metrics[m]), "metric");
+    cr_assert_eq(res(a[1], 0, TK_AUDIT_PASSED), 1.0);
+    tk_audit_destroy(a[0]);
+    tk_audit_destroy(a[1]);
+    tk_kernel_destroy(k);
+}
+
+/* ---- diagnosis ------------------------------------------------------------- */
+
+/* Audit one wrong candidate on data; return the diagnosis. */
+static int diagnose(const tk_kernel *k, enum wrong kind, int dtype, int64_t rows,
+                    int64_t cols, const float *x, const float *y, tk_audit **keep)
+{
+    static struct wrong_ctx ctx;
+    ctx = (struct wrong_ctx){kind, {x, y}};
+    tk_audit *a;
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, wrong, &ctx), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, dtype, rows, cols, orig), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    cr_assert(strstr(tk_last_error_message(), "1 of 1 cases") != NULL, "%s",
+              tk_last_error_message());
+    cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), 0.0);
+    cr_assert_gt(res(a, 0, TK_AUDIT_IMPL_MISMATCHES), 0.0);
+    int d = (int)res(a, 0, TK_AUDIT_DIAGNOSIS);
+    if (keep)
+        *keep = a;  /* the caller destroys it */
+    else
+        tk_audit_destroy(a);
+    return d;
+}
+
+#define DIAG_ROWS 16
+#define DIAG_COLS 200
+
+static void diag_data(float *x, float *y)
+{
+    tkt_fill(x, DIAG_ROWS * DIAG_COLS, 21);
+    tkt_fill(y, DIAG_ROWS * DIAG_COLS, 22);
+}
+
+Test(audit_diagnosis, names_each_wrong_schedule)
+{
+    static float x[DIAG_ROWS * DIAG_COLS], y[DIAG_ROWS * DIAG_COLS];
+    diag_data(x, y);
+    const struct { enum wrong kind; int want; } cases[] = {
+        {EARLY, TK_SCHEDULE_EARLY_ROUND},
+        {TRUNC, TK_SCHEDULE_TRUNCATE},
+        {FINAL_ONLY, TK_SCHEDULE_FINAL_CAST},
+        {ONE_WRONG, TK_SCHEDULE_UNKNOWN},
+        {NOTHING, TK_SCHEDULE_UNKNOWN},
+    };
+    tk_kernel *k = axpy(WRONG_ALPHA);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int d = diagnose(k, cases[i].kind, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, x, y,
+                         NULL);
+        cr_assert_eq(d, cases[i].want, "candidate %zu diagnosed %s, want %s", i,
+                     tk_audit_schedule_name(d), tk_audit_schedule_name(cases[i].want));
+    }
+    tk_kernel_destroy(k);
+}
+
+Test(audit_diagnosis, names_subnormal_flush_in_both_dtypes)
+{
+    static float x[DIAG_ROWS * DIAG_COLS], y[DIAG_ROWS * DIAG_COLS];
+    diag_data(x, y);
+    /* Every seventh element is subnormal in f32 and in bf16. */
+    for (int i = 0; i < DIAG_ROWS * DIAG_COLS; i += 7) {
+        x[i] = (i % 2 ? -3.0f : 5.0f) * 0x1p-136f;
+        y[i] = 0x1p-135f;
+    }
+    const int dtypes[2] = {TK_DTYPE_F32, TK_DTYPE_BF16};
+    tk_kernel *k = axpy(WRONG_ALPHA);
+    for (int i = 0; i < 2; i++) {
+        int d = diagnose(k, FLUSH, dtypes[i], DIAG_ROWS, DIAG_COLS, x, y, NULL);
+        cr_assert_eq(d, TK_SCHEDULE_FLUSH_SUBNORMAL, "%s: diagnosed %s",
+                     tk_dtype_name(dtypes[i]), tk_audit_schedule_name(d));
+    }
+    tk_kernel_destroy(k);
+}
+
+Test(audit_diagnosis, unwritten_output_is_all_mismatches)
+{
+    static float x[DIAG_ROWS * DIAG_COLS], y[DIAG_ROWS * DIAG_COLS];
+    diag_data(x, y);
+    tk_audit *a;
+    tk_kernel *k = axpy(WRONG_ALPHA);
+    cr_assert_eq(diagnose(k, NOTHING, TK_DTYPE_F32, DIAG_ROWS, DIAG_COLS, x, y, &a),
+                 TK_SCHEDULE_UNKNOWN);
+    cr_assert_eq(res(a, 0, TK_AUDIT_IMPL_MISMATCHES), (double)(DIAG_ROWS * DIAG_COLS));
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* The implementation metrics equal tk_compare's on the same two matrices
+ * (candidate and oracle), including the ULP maximum. */
+Test(audit_diagnosis, implementation_metrics_match_tk_compare)
+{
+    static float x[DIAG_ROWS * DIAG_COLS], y[DIAG_ROWS * DIAG_COLS];
+    static float o[DIAG_ROWS * DIAG_COLS];
+    diag_data(x, y);
+    tk_audit *a;
+    tk_kernel *k = axpy(WRONG_ALPHA);
+    cr_assert_eq(diagnose(k, EARLY, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, x, y, &a),
+                 TK_SCHEDULE_EARLY_ROUND);
+    tk_matrix *cand, *oracle;
+    struct wrong_ctx ctx = {EARLY, {x, y}};
+    tk_matrix *in[2];
+    for (int i = 0; i < DIAG_ROWS * DIAG_COLS; i++)
+        o[i] = round_to(TK_DTYPE_BF16, WRONG_ALPHA * round_to(TK_DTYPE_BF16, x[i]) +
+                                           round_to(TK_DTYPE_BF16, y[i]));
+    cr_assert_eq(tk_matrix_from_f32(&in[0], TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, x,
+                                    DIAG_COLS), TK_OK);
+    cr_assert_eq(tk_matrix_from_f32(&in[1], TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, y,
+                                    DIAG_COLS), TK_OK);
+    cr_assert_eq(tk_matrix_create(&cand, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS), TK_OK);
+    cr_assert_eq(wrong(&ctx, (const tk_matrix *const *)in, cand), 0);
+    cr_assert_eq(tk_matrix_from_f32(&oracle, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, o,
+                                    DIAG_COLS), TK_OK);
+    tk_compare *c;
+    double v;
+    cr_assert_eq(tk_compare_create(&c, TK_DTYPE_BF16), TK_OK);
+    cr_assert_eq(tk_compare_set_tolerance(c, 0.0, 0.0), TK_OK);
+    cr_assert_eq(tk_compare_set(c, TK_COMPARE_MAX_ULP, 0), TK_OK);
+    cr_assert_eq(tk_compare_run(c, cand, oracle), TK_EMISMATCH);
+    const int pairs[3][2] = {{TK_COMPARE_MAX_ABS, TK_AUDIT_IMPL_MAX_ABS},
+                             {TK_COMPARE_MAX_ULP_SEEN, TK_AUDIT_IMPL_MAX_ULP},
+                             {TK_COMPARE_MISMATCHES, TK_AUDIT_IMPL_MISMATCHES}};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(tk_compare_result(c, pairs[i][0], &v), TK_OK);
+        expect_bits_eq(res(a, 0, pairs[i][1]), v, "implementation metric");
+    }
+    cr_assert_gt(v, 0.0);
+    tk_compare_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(cand);
+    tk_matrix_destroy(oracle);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* A three-input custom contract: the references call its body; a
+ * truncating candidate is still named (early rounding is axpy-only). */
+static int fma3(void *user, int64_t rows, int64_t cols, int64_t ld,
+                const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float p = in[0][r * ld + c] * in[1][r * ld + c];
+            out[r * ld + c] = p + in[2][r * ld + c];
+        }
+    return 0;
+}
+
+static int fma3_truncating(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    int64_t rows = tk_matrix_rows(out), cols = tk_matrix_cols(out);
+    float *v = malloc((size_t)(3 * cols) * sizeof *v);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int i = 0; i < 3; i++) {
+            const uint16_t *src = (const uint16_t *)tk_matrix_data(in[i]) +
+                                  r * tk_matrix_row_stride(in[i]);
+            for (int64_t c = 0; c < cols; c++)
+                v[i * cols + c] = tk_bf16_to_f32(src[c]);
+        }
+        uint16_t *dst = (uint16_t *)tk_matrix_data(out) + r * tk_matrix_row_stride(out);
+        for (int64_t c = 0; c < cols; c++) {
+            float p = v[c] * v[cols + c];
+            dst[c] = (uint16_t)(tkt_bits(p + v[2 * cols + c]) >> 16);
+        }
+    }
+    free(v);
+    return 0;
+}
+
+Test(audit_diagnosis, custom_three_input_contract)
+{
+    static float x[3][DIAG_ROWS * DIAG_COLS];
+    for (int i = 0; i < 3; i++)
+        tkt_fill(x[i], DIAG_ROWS * DIAG_COLS, 30 + (uint64_t)i);
+    const float *orig[3] = {x[0], x[1], x[2]};
+    tk_kernel *k;
+    tk_audit *a;
+    cr_assert_eq(tk_kernel_custom(&k, 3, fma3, NULL), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, fma3_truncating, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, orig), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), TK_SCHEDULE_TRUNCATE);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+Test(audit_diagnosis, schedule_names)
+{
+    for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_FLUSH_SUBNORMAL; s++)
+        cr_assert_not_null(tk_audit_schedule_name(s), "schedule %d", s);
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_EARLY_ROUND), "early-rounding");
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_FLUSH_SUBNORMAL + 1));
+    cr_assert_null(tk_audit_schedule_name(-2));
+}
+
+/* The host kernel for the first `ok` calls, then a failure. */
+struct flaky {
+    const tk_kernel *k;
+    int ok;
+};
+
+static int flaky(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    struct flaky *f = user;
+    return f->ok-- > 0 ? host((void *)f->k, in, out) : 42;
+}
+
+/* ---- errors and state ------------------------------------------------------ */
+
+static int copy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                          const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(out + r * ld, in[0] + r * ld, (size_t)cols * sizeof *out);
+    return 0;
+}
+
+Test(audit_errors, create_rejects_blockwise_contracts)
+{
+    tk_kernel *k;
+    tk_audit *a = (tk_audit *)&a;
+    cr_assert_eq(tk_kernel_custom(&k, 1, copy_body, NULL), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_audit_create(&a, k), TK_EINVAL);
+    cr_assert_null(a);
+    cr_assert(strstr(tk_last_error_message(), "BLOCKWISE") != NULL, "%s",
+              tk_last_error_message());
+    a = (tk_audit *)&a;
+    tkt_expect_status(tk_audit_create(&a, NULL), TK_EINVAL);
+    cr_assert_null(a);
+    tkt_expect_status(tk_audit_create(NULL, k), TK_EINVAL);
+    /* A contract switched to blockwise after creation is refused at run. */
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_ELEMENTWISE), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    float x[4] = {1, 2, 3, 4};
+    const float *orig[1] = {x};
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, 2, 2, orig), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EINVAL);
+    tk_audit_destroy(a);
+    tk_audit_destroy(NULL);
+    tk_kernel_destroy(k);
+}
+
+Test(audit_errors, add_case_validates_everything)
+{
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    float x[4] = {0};
+    const float *orig[2] = {x, x}, *half[2] = {x, NULL};
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_I32, 2, 2, orig), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "int32") != NULL);
+    tkt_expect_status(tk_audit_add_case(a, 7, 2, 2, orig), TK_EDTYPE);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, 0, 2, orig), TK_ESHAPE);
+    cr_assert(strstr(tk_last_error_message(), "0x2") != NULL);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, 2, 2, NULL), TK_EINVAL);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, 2, 2, half), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "originals[1]") != NULL);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, INT64_MAX / 2, 4, orig),
+                      TK_EOVERFLOW);
+    cr_assert_eq(tk_audit_case_count(a), 0);
+    tkt_expect_status((int)tk_audit_case_count(NULL), TK_EINVAL);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+Test(audit_errors, run_and_results_need_state)
+{
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    const float *orig[2] = {x, x};
+    double v = 5.0;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_ESTATE);
+    cr_assert(strstr(tk_last_error_message(), "candidate") != NULL);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_ESTATE);
+    cr_assert(strstr(tk_last_error_message(), "cases") != NULL);
+    tkt_expect_status(tk_audit_set_candidate(a, NULL, NULL), TK_EINVAL);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, 2, 3, orig), TK_OK);
+    /* Shape and dtype are known before the run; results are not. */
+    cr_assert_eq(res(a, 0, TK_AUDIT_ROWS), 2.0);
+    cr_assert_eq(res(a, 0, TK_AUDIT_COLS), 3.0);
+    cr_assert_eq(res(a, 0, TK_AUDIT_DTYPE), TK_DTYPE_BF16);
+    tkt_expect_status(tk_audit_result(a, 0, TK_AUDIT_GAP_MAX_ABS, &v), TK_ESTATE);
+    cr_assert_eq(v, 5.0);
+    tkt_expect_status(tk_audit_result(a, 1, TK_AUDIT_ROWS, &v), TK_ERANGE);
+    tkt_expect_status(tk_audit_result(a, -1, TK_AUDIT_ROWS, &v), TK_ERANGE);
+    tkt_expect_status(tk_audit_result(a, 0, 9999, &v), TK_EINVAL);
+    tkt_expect_status(tk_audit_result(a, 0, TK_AUDIT_ROWS, NULL), TK_EINVAL);
+    tkt_expect_status(tk_audit_write_report(a, "/tmp/unused", TK_REPORT_TEXT),
+                      TK_ESTATE);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), 1.0);
+    /* A run that fails part-way leaves the previous results in place. */
+    struct flaky f = {k, 2};
+    cr_assert_eq(tk_audit_set_candidate(a, flaky, &f), TK_OK);
+    tkt_expect_status(tk_audit_result(a, 0, TK_AUDIT_PASSED, &v), TK_ESTATE);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, 3, 2, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    cr_assert_eq(res(a, 1, TK_AUDIT_PASSED), 1.0);
+    tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "returned 42 for case 0") != NULL, "%s",
+              tk_last_error_message());
+    cr_assert_eq(res(a, 1, TK_AUDIT_PASSED), 1.0);
+    /* Any change invalidates them. */
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, 3, 2, orig), TK_OK);
+    tkt_expect_status(tk_audit_result(a, 0, TK_AUDIT_PASSED, &v), TK_ESTATE);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+Test(audit_errors, gap_tolerance_is_per_dtype)
+{
+    int64_t rows, cols;
+    float *x = load(FIXTURES "seed42_x_9x129.npy", &rows, &cols);
+    float *y = load(FIXTURES "seed42_y_9x129.npy", &rows, &cols);
+    const float *orig[2] = {x, y};
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, rows, cols, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    /* The bf16 gap exceeds torch's default bf16 tolerance somewhere, yet the
+     * implementation verdict passes: the two are never merged. */
+    cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), 1.0);
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_PASSED), 0.0);
+    cr_assert_gt(res(a, 0, TK_AUDIT_GAP_MISMATCHES), 0.0);
+    tkt_expect_status(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, -1.0, 0.0), TK_ERANGE);
+    tkt_expect_status(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, 0.0, NAN), TK_ERANGE);
+    tkt_expect_status(tk_audit_set_gap_tolerance(a, TK_DTYPE_I32, 0.0, 0.0), TK_EDTYPE);
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_PASSED), 0.0);  /* failures changed nothing */
+    cr_assert_eq(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, 0.05, 0.0), TK_OK);
+    cr_assert_eq(tk_audit_set_gap_tolerance(a, TK_DTYPE_F32, 0.0, 0.0), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_PASSED), 1.0);
+    expect_bits_eq(res(a, 0, TK_AUDIT_GAP_ATOL), 0.05, "gap atol");
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+}
+
+/* ---- property checks --------------------------------------------------------- */
+
+/* Couples rows: row r also reads row 0, so a permutation changes it. */
+static int row_coupled(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    int rc = host(user, in, out);
+    float *o = tk_matrix_data(out);
+    const float *x = tk_matrix_data(in[0]);
+    for (int64_t r = 1; r < tk_matrix_rows(out); r++)
+        o[r * tk_matrix_row_stride(out)] += x[0];
+    return rc;
+}
+
+Test(audit_property, joint_row_permutation)
+{
+    static const int64_t order[9] = {8, 0, 7, 1, 6, 2, 5, 3, 4};
+    int64_t rows, cols;
+    float *x = load(FIXTURES "seed42_perm_a_9x129.npy", &rows, &cols);
+    float *y = load(FIXTURES "seed42_perm_b_9x129.npy", &rows, &cols);
+    const float *orig[2] = {x, y};
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    tkt_expect_status(tk_audit_check_permutation(a, 0, order), TK_ERANGE);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, rows, cols, orig), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, rows, cols, orig), TK_OK);
+    tkt_expect_status(tk_audit_check_permutation(a, 0, order), TK_ESTATE);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_check_permutation(a, 0, order), TK_OK, "%s",
+                 tk_last_error_message());
+    cr_assert_eq(tk_audit_check_permutation(a, 1, order), TK_OK);
+    const int64_t dup[9] = {8, 0, 7, 1, 6, 2, 5, 3, 3};
+    const int64_t out_of_range[9] = {9, 0, 7, 1, 6, 2, 5, 3, 4};
+    tkt_expect_status(tk_audit_check_permutation(a, 0, dup), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "order[8] = 3") != NULL, "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_audit_check_permutation(a, 0, out_of_range), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "order[0] = 9") != NULL);
+    tkt_expect_status(tk_audit_check_permutation(a, 0, NULL), TK_EINVAL);
+    tkt_expect_status(tk_audit_check_permutation(a, 2, order), TK_ERANGE);
+    cr_assert_eq(tk_audit_set_candidate(a, row_coupled, k), TK_OK);
+    tkt_expect_status(tk_audit_check_permutation(a, 0, order), TK_EMISMATCH);
+    cr_assert(strstr(tk_last_error_message(), "column 0") != NULL, "%s",
+              tk_last_error_message());
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+}
+
+Test(audit_property, rounding_counterexample)
+{
+    float early = -1.0f, late = -1.0f;
+    cr_assert_eq(tk_rounding_counterexample(TK_DTYPE_BF16, 1.00390625f, 0.00390625f,
+                                            &early, &late), TK_OK);
+    cr_assert_eq(tkt_bits(early), tkt_bits(1.0f), "early %a", early);
+    cr_assert_eq(tkt_bits(late), tkt_bits(1.0078125f), "late %a", late);
+    /* float32 has no early rounding to speak of. */
+    cr_assert_eq(tk_rounding_counterexample(TK_DTYPE_F32, 1.00390625f, 0.00390625f,
+                                            &early, &late), TK_OK);
+    cr_assert_eq(tkt_bits(early), tkt_bits(late));
+    cr_assert_eq(tkt_bits(late), tkt_bits(1.00390625f + 0.00390625f));
+    float keep = 3.0f;
+    tkt_expect_status(tk_rounding_counterexample(TK_DTYPE_I32, 1.0f, 1.0f, &keep, &late),
+                      TK_EDTYPE);
+    cr_assert_eq(keep, 3.0f);
+    tkt_expect_status(tk_rounding_counterexample(TK_DTYPE_BF16, 1.0f, 1.0f, &keep, NULL),
+                      TK_EINVAL);
+    cr_assert_eq(keep, 3.0f);
+}
+
+/* ---- reports (the Python suite parses them fully) ------------------------ */
+
+Test(audit_report, writes_three_formats_and_refuses_bad_paths)
+{
+    float x[12], y[12];
+    tkt_fill(x, 12, 5);
+    tkt_fill(y, 12, 6);
+    const float *orig[2] = {x, y};
+    tk_kernel *k = axpy2();
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, host, k), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, 3, 4, orig), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK);
+    char dir[] = "/tmp/tk_audit_report_XXXXXX", path[64];
+    cr_assert_not_null(mkdtemp(dir));
+    const char *want[3] = {"implementation", "\"schema\": \"tilekern.audit/1\"",
+                           "max gap versus original float32 values"};
+    for (int f = TK_REPORT_TEXT; f <= TK_REPORT_SVG; f++) {
+        snprintf(path, sizeof path, "%s/r%d", dir, f);
+        cr_assert_eq(tk_audit_write_report(a, path, f), TK_OK, "%s",
+                     tk_last_error_message());
+        FILE *fp = fopen(path, "r");
+        char text[8192] = {0};
+        cr_assert_not_null(fp);
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        fclose(fp);
+        cr_assert_gt(n, 0);
+        cr_assert(strstr(text, want[f - 1]) != NULL, "format %d lacks %s", f,
+                  want[f - 1]);
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/missing/r", dir);
+    tkt_expect_status(tk_audit_write_report(a, path, TK_REPORT_TEXT), TK_EIO);
+    cr_assert(strstr(tk_last_error_message(), path) != NULL);
+    tkt_expect_status(tk_audit_write_report(a, path, 0), TK_EINVAL);
+    tkt_expect_status(tk_audit_write_report(a, NULL, TK_REPORT_SVG), TK_EINVAL);
+    rmdir(dir);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
