@@ -240,28 +240,35 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 
 /* ---- both references and every metric, in one pass over the blocks ---- */
 
-/* f32 bits to bf16 bits exactly as tk_bf16_from_f32: round to nearest even
- * by adding 0x7FFF plus the lowest kept bit; NaN becomes the quiet NaN of
- * its sign.  Branch-free, so the loops below vectorize. */
-static inline uint16_t tk__bf16_bits(uint32_t u)
+/* f32 bits to the f32 bits of their bf16 value, exactly as
+ * tk_bf16_from_f32: round to nearest even by adding 0x7FFF plus the lowest
+ * kept bit; NaN becomes the quiet NaN of its sign.  Branch-free and in 32
+ * bits, so the loops below vectorize without widening. */
+static inline uint32_t tk__bf16_round(uint32_t u)
 {
-    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
-    return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
+    return (int32_t)(u & 0x7FFFFFFFu) > 0x7F800000 ? nan : r;
 }
 
-static inline float tk__bf16_value(uint16_t b)
+static inline uint32_t tk__f32_bits(float f)
 {
-    uint32_t u = (uint32_t)b << 16;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float tk__f32_value(uint32_t u)
+{
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
 /* Store n f32 values in the dtype at dst (round to nearest even) and their
- * stored values, promoted back to f32, in p: one pass for the represented
- * inputs and for the oracle's cast. */
-TK_HOT static void tk__store(int dtype, const float *src, void *dst, float *p, int64_t n)
+ * stored values, promoted back to f32, in p. */
+TK_HOT static void tk__store(int dtype, const float *restrict src, void *restrict dst,
+                             float *restrict p, int64_t n)
 {
     if (dtype == TK_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof *src);
@@ -270,10 +277,9 @@ TK_HOT static void tk__store(int dtype, const float *src, void *dst, float *p, i
     }
     uint16_t *d = dst;
     for (int64_t j = 0; j < n; j++) {
-        uint32_t u;
-        memcpy(&u, &src[j], sizeof u);
-        d[j] = tk__bf16_bits(u);
-        p[j] = tk__bf16_value(d[j]);
+        uint32_t w = tk__bf16_round(tk__f32_bits(src[j]));
+        d[j] = (uint16_t)(w >> 16);
+        p[j] = tk__f32_value(w);
     }
 }
 
@@ -282,24 +288,37 @@ TK_HOT static void tk__store(int dtype, const float *src, void *dst, float *p, i
  * left), so the loops vectorize. */
 static inline int32_t tk__max_abs_bits(int32_t m, float v)
 {
-    int32_t u;
-    memcpy(&u, &v, sizeof u);
-    u &= 0x7FFFFFFF;
+    int32_t u = (int32_t)(tk__f32_bits(v) & 0x7FFFFFFFu);
     u = u > 0x7F800000 ? 0 : u;
     return u > m ? u : m;
 }
 
 /* The oracle: t cast once, stored at dst and promoted back in o; with it,
- * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|. */
-TK_HOT static void tk__cast_parts(int dtype, const float *t, const float *ref,
-                                  void *dst, float *o, int64_t n, int32_t part[3])
+ * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|, in one
+ * pass.  In f32 the cast is exact and |o - t| is 0. */
+TK_HOT static void tk__cast_parts(int dtype, const float *restrict t,
+                                  const float *restrict ref, void *restrict dst,
+                                  float *restrict o, int64_t n, int32_t part[3])
 {
     int32_t in_part = part[0], out_part = part[1], scale = part[2];
-    tk__store(dtype, t, dst, o, n);
-    for (int64_t j = 0; j < n; j++) {
-        in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
-        out_part = tk__max_abs_bits(out_part, o[j] - t[j]);
-        scale = tk__max_abs_bits(scale, ref[j]);
+    if (dtype == TK_DTYPE_F32) {
+        memcpy(dst, t, (size_t)n * sizeof *t);
+        memcpy(o, t, (size_t)n * sizeof *t);
+        for (int64_t j = 0; j < n; j++) {
+            in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
+            scale = tk__max_abs_bits(scale, ref[j]);
+        }
+    } else {
+        uint16_t *d = dst;
+        for (int64_t j = 0; j < n; j++) {
+            uint32_t w = tk__bf16_round(tk__f32_bits(t[j]));
+            float oj = tk__f32_value(w);
+            d[j] = (uint16_t)(w >> 16);
+            o[j] = oj;
+            in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
+            out_part = tk__max_abs_bits(out_part, oj - t[j]);
+            scale = tk__max_abs_bits(scale, ref[j]);
+        }
     }
     part[0] = in_part;
     part[1] = out_part;

@@ -144,46 +144,79 @@ static void tk__cmp_equal_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
     }
 }
 
+/* A row compared with itself under TK_NAN_MATCH: every element matches
+ * (NaN too, Inf has no difference), so the counts grow by n and only the
+ * maxima's first positions are left to find: the first non-NaN element,
+ * and the first non-zero one for the relative maximum. */
+static void tk__cmp_self_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
+                             const float *v)
+{
+    tk__where *abs = &s->where[TK_WHERE_MAX_ABS - 1];
+    tk__where *rel = &s->where[TK_WHERE_MAX_REL - 1];
+    s->elements += n;
+    if (s->want_ulp)
+        s->hist[0] += n;
+    for (int64_t c = 0; c < n && !(abs->set && rel->set); c++) {
+        if (isnan(v[c]))
+            continue;
+        if (!abs->set) {
+            s->max_abs = 0.0f;
+            tk__mark(abs, r, c0 + c, v[c], v[c]);
+            if (s->want_ulp)
+                tk__mark(&s->where[TK_WHERE_MAX_ULP - 1], r, c0 + c, v[c], v[c]);
+        }
+        if (!rel->set && v[c] != 0.0f) {
+            s->max_rel = 0.0;
+            tk__mark(rel, r, c0 + c, v[c], v[c]);
+        }
+    }
+}
+
 /* No ULP statistics: the gap's hot loop.  One branch-free pass in float
  * (the compiler vectorizes it) finds the row's largest difference and
- * screens the double-precision tests: atol + rtol|e| computed in float is
- * within 2^-21 of the double value (relative, plus FLT_MIN absolute), so
- * only a difference inside that band needs the exact test, and a relative
- * difference can beat the maximum only where the float screen says so.
+ * screens the double-precision tests.  The tolerance atol + rtol|e| is
+ * bracketed by float bounds lo(e) <= it <= hi(e), their coefficients
+ * widened by 2^-20 relative and FLT_MIN absolute (far beyond the float
+ * rounding), so a difference above hi is a mismatch, one below lo is not,
+ * and only one in between needs the exact test.  Likewise a relative
+ * difference can beat the maximum only where a widened float test says so.
  * Positions are then found by scanning only when needed.  Returns false,
- * changing nothing, when a difference or a reference is not finite: the
- * caller takes the general path.  Finite differences are non-negative, so
- * their bit patterns order like their values. */
+ * changing nothing, when a difference is not finite (as it is wherever a
+ * value is): the caller takes the general path.  Finite differences are
+ * non-negative, so their bit patterns order like their values. */
 TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
                                         int64_t n, const float *a, const float *e)
 {
-    const float band = 0x1p-20f;
+    const float up = 1.0f + 0x1p-20f, down = 1.0f - 0x1p-20f;
     /* Tolerances outside float's normal range get no screen. */
     bool screen = s->atol <= 1e30 && s->rtol <= 1e30 &&
                   (s->atol == 0.0 || s->atol >= 1e-30) &&
                   (s->rtol == 0.0 || s->rtol >= 1e-30);
-    const float atf = (float)s->atol, rtf = (float)s->rtol;
-    const float mrf = s->max_rel <= 1e30 ? (float)s->max_rel : 0.0f;
+    const float atf = screen ? (float)s->atol : 0.0f;
+    const float rtf = screen ? (float)s->rtol : 0.0f;
+    const float ahi = atf * up + FLT_MIN, rhi = rtf * up;
+    const float alo = atf * down - FLT_MIN, rlo = rtf * down;
+    /* Nor does a maximum outside it: rows are rescanned until one is in it. */
+    bool rel_screen = s->max_rel >= 1e-30 && s->max_rel <= 1e30;
+    const float mrf = rel_screen ? (float)s->max_rel * down : 0.0f;
     uint32_t top = 0;
     int64_t bad = 0;
-    int32_t nonfinite = 0, maybe = !screen, rel_candidates = !(s->max_rel <= 1e30);
+    int32_t maybe = !screen, rel_candidates = !rel_screen;
     for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
         int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
-        int32_t sure = 0;
+        int32_t above = 0, not_below = 0;
         for (int64_t c = k0; c < k1; c++) {
             float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
             uint32_t db = tk__bits(d);
-            nonfinite |= !(d <= FLT_MAX) | !(ae <= FLT_MAX);
             top = db > top ? db : top;
-            float tf = atf + rtf * ae, slack = tf * band + FLT_MIN;
-            int32_t over = d > tf + slack;
-            sure += over;
-            maybe |= !(d < tf - slack) & !over;
-            rel_candidates |= (ae != 0.0f) & (d > (mrf * ae) * (1.0f - band) - FLT_MIN);
+            above += d > ahi + rhi * ae;
+            not_below += d >= alo + rlo * ae;
+            rel_candidates |= (ae != 0.0f) & (d > mrf * ae - FLT_MIN);
         }
-        bad += sure;
+        bad += above;
+        maybe |= above != not_below;
     }
-    if (nonfinite)
+    if (top >= 0x7F800000u)
         return false;
     if (maybe) {
         bad = 0;
@@ -226,6 +259,10 @@ TK_HOT static void tk__cmp_block(tk__cmp *s, int64_t row0, int64_t col0,
     for (int64_t i = 0; i < rows; i++) {
         const float *a = actual + i * cols, *e = expected + i * cols;
         int64_t r = row0 + i;
+        if (a == e && s->nan_policy == TK_NAN_MATCH) {
+            tk__cmp_self_row(s, r, col0, cols, a);
+            continue;
+        }
         if (!s->want_ulp && a != e && tk__cmp_screened_row(s, r, col0, cols, a, e))
             continue;
         /* Classify the row in one branch-free pass: non-finite values take
