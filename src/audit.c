@@ -240,31 +240,6 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 
 /* ---- both references and every metric, in one pass over the blocks ---- */
 
-/* f32 bits to the f32 bits of their bf16 value, exactly as
- * tk_bf16_from_f32: round to nearest even by adding 0x7FFF plus the lowest
- * kept bit; NaN becomes the quiet NaN of its sign.  Branch-free and in 32
- * bits, so the loops below vectorize without widening. */
-static inline uint32_t tk__bf16_round(uint32_t u)
-{
-    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
-    return (int32_t)(u & 0x7FFFFFFFu) > 0x7F800000 ? nan : r;
-}
-
-static inline uint32_t tk__f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float tk__f32_value(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* Store n f32 values in the dtype at dst (round to nearest even) and their
  * stored values, promoted back to f32, in p. */
 TK_HOT static void tk__store(int dtype, const float *restrict src, void *restrict dst,

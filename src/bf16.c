@@ -23,38 +23,9 @@ int64_t tk_dtype_size(int dtype)
     }
 }
 
-static inline uint32_t tk__f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
+uint16_t tk_bf16_from_f32(float x) { return tk__bf16_from(x); }
 
-/* Round to nearest even by adding 0x7FFF plus the lowest kept bit: a tie
- * carries into the kept half only when that bit is odd.  Overflow carries
- * into the exponent and lands on Inf.  NaN must not go through the add (a
- * payload could carry into the sign), so it is replaced by the quiet NaN. */
-/* Kept in 32-bit lanes until the single narrowing store: selecting between
- * two uint16_t values makes compilers narrow every operand (SSE2). */
-static inline uint32_t tk__bf16_round(uint32_t u)
-{
-    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
-    return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
-}
-
-uint16_t tk_bf16_from_f32(float x)
-{
-    return (uint16_t)tk__bf16_round(tk__f32_bits(x));
-}
-
-float tk_bf16_to_f32(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+float tk_bf16_to_f32(uint16_t b) { return tk__bf16_to(b); }
 
 /* The bulk loops are written branch-free over raw bits so the compiler
  * vectorizes them; they run at memory speed (see `make bench`). */
@@ -63,7 +34,7 @@ static void tk__bf16_from_f32_loop(uint16_t *restrict dst,
 {
     const uint32_t *s = (const uint32_t *)(const void *)src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = (uint16_t)tk__bf16_round(s[i]);
+        dst[i] = (uint16_t)(tk__bf16_round(s[i]) >> 16);
 }
 
 static void tk__bf16_to_f32_loop(float *restrict dst,

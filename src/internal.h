@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__)
 #define TK_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -55,6 +56,43 @@ static inline bool tk__is_float_dtype(int dtype)
 {
     return dtype == TK_DTYPE_F32 || dtype == TK_DTYPE_BF16;
 }
+
+/* The library's one f32 -> bf16 rule, on bits: f32 bits in, the f32 bits
+ * of the bf16 value out (its bf16 bits are the upper half).  Round to
+ * nearest even by adding 0x7FFF plus the lowest kept bit, so a tie carries
+ * into the kept half only when that bit is odd; overflow carries into the
+ * exponent and lands on Inf.  NaN must not go through the add (a payload
+ * could carry into the sign): it becomes the quiet NaN of its sign.
+ * Branch-free, in 32-bit lanes and with a signed compare (all SSE2 has), so
+ * loops over it vectorize without narrowing. */
+static inline uint32_t tk__bf16_round(uint32_t u)
+{
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
+    return (int32_t)(u & 0x7FFFFFFFu) > 0x7F800000 ? nan : r;
+}
+
+static inline uint32_t tk__f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float tk__f32_value(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* One element each way: f32 -> bf16 bits, bf16 bits -> f32 (exact). */
+static inline uint16_t tk__bf16_from(float f)
+{
+    return (uint16_t)(tk__bf16_round(tk__f32_bits(f)) >> 16);
+}
+
+static inline float tk__bf16_to(uint16_t b) { return tk__f32_value((uint32_t)b << 16); }
 
 /* Row conversion between stored dtype and f32 (F32 or BF16 only). */
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);

@@ -122,25 +122,6 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
  * vectorizer accepts the fixed-size inner loops, and an output that is
  * exactly an input stays correct, each element being read before written. */
 
-/* f32 -> bf16 exactly as tk_bf16_from_f32: round to nearest even by adding
- * 0x7FFF plus the lowest kept bit; NaN becomes the quiet NaN of its sign. */
-static inline uint16_t tk__bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u);
-    return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : r;
-}
-
-static inline float tk__bf16_value(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 static void tk__axpy_f32(float *o, const float *x, const float *y, int64_t n, float a)
 {
     int64_t i = 0;
@@ -168,41 +149,10 @@ static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int
             yv[j] = y[i + j];
         }
         for (int j = 0; j < 8; j++)
-            o[i + j] = tk__bf16_round(a * tk__bf16_value(xv[j]) + tk__bf16_value(yv[j]));
+            o[i + j] = tk__bf16_from(a * tk__bf16_to(xv[j]) + tk__bf16_to(yv[j]));
     }
     for (; i < n; i++)
-        o[i] = tk__bf16_round(a * tk__bf16_value(x[i]) + tk__bf16_value(y[i]));
-}
-
-/* Stored row -> f32 and f32 -> stored row (the single output cast). */
-static void tk__load_row(int dtype, float *restrict d, const void *restrict s, int64_t n)
-{
-    if (dtype == TK_DTYPE_F32) {
-        memcpy(d, s, (size_t)n * sizeof *d);
-        return;
-    }
-    const uint16_t *b = s;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            d[i + j] = tk__bf16_value(b[i + j]);
-    for (; i < n; i++)
-        d[i] = tk__bf16_value(b[i]);
-}
-
-static void tk__store_row(int dtype, void *restrict d, const float *restrict s, int64_t n)
-{
-    if (dtype == TK_DTYPE_F32) {
-        memcpy(d, s, (size_t)n * sizeof *s);
-        return;
-    }
-    uint16_t *b = d;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            b[i + j] = tk__bf16_round(s[i + j]);
-    for (; i < n; i++)
-        b[i] = tk__bf16_round(s[i]);
+        o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
 }
 
 /* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y). */
@@ -351,7 +301,7 @@ static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk_
         for (int64_t r = 0; r < h; r++, d += w) {
             int64_t valid = r < src.h ? src.w : 0;
             if (valid)
-                tk__load_row(e->dtype, d, tk__in_at(e, i, src.r + r, src.c), valid);
+                tk__row_to_f32(e->dtype, tk__in_at(e, i, src.r + r, src.c), d, valid);
             memset(d + valid, 0, (size_t)(w - valid) * sizeof *d);
         }
         in[i] = e->scratch + i * e->area;
@@ -361,7 +311,7 @@ static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk_
         return rc;
     tk__save(e, own);
     for (int64_t r = 0; r < src.h; r++)
-        tk__store_row(e->dtype, tk__out_at(e, src.r + r, src.c), res + r * w, src.w);
+        tk__row_from_f32(e->dtype, res + r * w, tk__out_at(e, src.r + r, src.c), src.w);
     return TK_OK;
 }
 
