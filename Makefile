@@ -148,8 +148,10 @@ install: all
 	    src/libtilekern.pc.in >$(DESTDIR)$(libdir)/pkgconfig/tilekern.pc
 	install -m 644 $(MAN3) $(DESTDIR)$(mandir)/man3/
 	install -m 644 $(MAN7) $(DESTDIR)$(mandir)/man7/
+	tools/man-links install $(DESTDIR)$(mandir)
 
 uninstall:
+	tools/man-links remove $(DESTDIR)$(mandir)
 	rm -f $(DESTDIR)$(includedir)/tilekern.h \
 	    $(DESTDIR)$(libdir)/libtilekern.so* $(DESTDIR)$(libdir)/libtilekern.a \
 	    $(DESTDIR)$(libdir)/pkgconfig/tilekern.pc
