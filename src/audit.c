@@ -386,10 +386,8 @@ static void tk__cast(int dtype, int schedule, const float *v, void *dst, int64_t
     uint16_t *d = dst;
     tk__row_from_f32(dtype, v, d, n);
     for (int64_t j = 0; j < n; j++) {
-        uint32_t u;
-        memcpy(&u, &v[j], sizeof u);
         if (schedule == TK_SCHEDULE_TRUNCATE && !isnan(v[j]))
-            d[j] = (uint16_t)(u >> 16);
+            d[j] = (uint16_t)(tk__f32_bits(v[j]) >> 16);
         else if (schedule == TK_SCHEDULE_FLUSH_SUBNORMAL && !(d[j] & 0x7F80u))
             d[j] &= 0x8000u;
     }

@@ -113,13 +113,6 @@ static void tk__cmp_one(tk__cmp *s, int64_t r, int64_t c, float a, float e)
         tk__mismatch(s, r, c, a, e);
 }
 
-static inline uint32_t tk__bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* A row whose elements are all finite and bitwise equal: only the
  * first-seen positions of the (zero) maxima and the histogram change. */
 static void tk__cmp_equal_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
@@ -207,7 +200,7 @@ TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
         int32_t above = 0, not_below = 0;
         for (int64_t c = k0; c < k1; c++) {
             float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
-            uint32_t db = tk__bits(d);
+            uint32_t db = tk__f32_bits(d);
             top = db > top ? db : top;
             above += d > ahi + rhi * ae;
             not_below += d >= alo + rlo * ae;
@@ -233,9 +226,9 @@ TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
             }
     s->mismatches += bad;
     w = &s->where[TK_WHERE_MAX_ABS - 1];
-    if (!w->set || top > tk__bits(s->max_abs))
+    if (!w->set || top > tk__f32_bits(s->max_abs))
         for (int64_t c = 0; c < n; c++)
-            if (tk__bits(fabsf(a[c] - e[c])) == top) {
+            if (tk__f32_bits(fabsf(a[c] - e[c])) == top) {
                 s->max_abs = fabsf(a[c] - e[c]);
                 tk__mark(w, r, c0 + c, a[c], e[c]);
                 break;
@@ -270,10 +263,10 @@ TK_HOT static void tk__cmp_block(tk__cmp *s, int64_t row0, int64_t col0,
         uint32_t nonfinite = 0, differ = 0;
         if (a == e)
             for (int64_t c = 0; c < cols; c++)
-                nonfinite |= (tk__bits(a[c]) & 0x7F800000u) == 0x7F800000u;
+                nonfinite |= (tk__f32_bits(a[c]) & 0x7F800000u) == 0x7F800000u;
         else
             for (int64_t c = 0; c < cols; c++) {
-                uint32_t ua = tk__bits(a[c]), ue = tk__bits(e[c]);
+                uint32_t ua = tk__f32_bits(a[c]), ue = tk__f32_bits(e[c]);
                 nonfinite |= (ua & 0x7F800000u) == 0x7F800000u;
                 nonfinite |= (ue & 0x7F800000u) == 0x7F800000u;
                 differ |= ua ^ ue;
@@ -472,8 +465,7 @@ int tk_compare_where(const tk_compare *c, int which, int64_t *row, int64_t *col,
 static void tk__value_bits(char *buf, size_t size, int dtype, float v)
 {
     char d[32];
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
+    uint32_t u = tk__f32_bits(v);
     tk__repr(v, d);
     if (dtype == TK_DTYPE_BF16)
         snprintf(buf, size, "%s (0x%04x)", d, (unsigned)(u >> 16));

@@ -118,40 +118,20 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
 }
 
 /* ---- element loops ---------------------------------------------------------
- * Written as blocks of eight with all loads before the stores: GCC's -O2
- * vectorizer accepts the fixed-size inner loops, and an output that is
- * exactly an input stays correct, each element being read before written. */
+ * No restrict: the output may be exactly an input, which is correct here
+ * because each element is read before it is written; the compiler
+ * vectorizes these loops behind a runtime overlap check. */
 
 static void tk__axpy_f32(float *o, const float *x, const float *y, int64_t n, float a)
 {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float xv[8], yv[8];
-        for (int j = 0; j < 8; j++) {
-            xv[j] = x[i + j];
-            yv[j] = y[i + j];
-        }
-        for (int j = 0; j < 8; j++)
-            o[i + j] = a * xv[j] + yv[j];
-    }
-    for (; i < n; i++)
+    for (int64_t i = 0; i < n; i++)
         o[i] = a * x[i] + y[i];
 }
 
 static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int64_t n,
                           float a)
 {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint16_t xv[8], yv[8];
-        for (int j = 0; j < 8; j++) {
-            xv[j] = x[i + j];
-            yv[j] = y[i + j];
-        }
-        for (int j = 0; j < 8; j++)
-            o[i + j] = tk__bf16_from(a * tk__bf16_to(xv[j]) + tk__bf16_to(yv[j]));
-    }
-    for (; i < n; i++)
+    for (int64_t i = 0; i < n; i++)
         o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
 }
 
