@@ -42,7 +42,7 @@ struct tk_matrix {
     int64_t rows, cols;
     int64_t stride;   /* row stride in elements, >= cols */
     void *data;
-    bool owned;
+    void *owned;      /* the allocation behind data when the matrix owns it */
 };
 
 /* Element (r, c) address helpers. */

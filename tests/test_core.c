@@ -138,6 +138,7 @@ ParameterizedTest(struct shape *p, matrix, create_is_zeroed)
     cr_assert_eq(tk_matrix_rows(m), p->rows);
     cr_assert_eq(tk_matrix_cols(m), p->cols);
     cr_assert_eq(tk_matrix_row_stride(m), p->cols);
+    cr_assert_eq((uintptr_t)tk_matrix_data(m) % 64, 0, "owned storage starts on a cache line");
     const unsigned char *d = tk_matrix_data(m);
     size_t bytes = (size_t)(p->rows * p->cols * tk_dtype_size(p->dtype));
     for (size_t i = 0; i < bytes; i++)
@@ -154,6 +155,7 @@ Test(matrix, from_f32_represents_and_to_f32_is_exact)
     for (int dt = TK_DTYPE_F32; dt <= TK_DTYPE_BF16; dt++) {
         tk_matrix *m = NULL;
         cr_assert_eq(tk_matrix_from_f32(&m, dt, R, C, src, S), TK_OK);
+        cr_assert_eq((uintptr_t)tk_matrix_data(m) % 64, 0);
         cr_assert_eq(tk_matrix_to_f32(m, back, C), TK_OK);
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) {
