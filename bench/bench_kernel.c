@@ -131,9 +131,9 @@ static tk_tiling *tiling(int64_t rows, int64_t cols, int64_t br, int64_t bc, int
 
 /* Bytes a run of the built-in axpy allocates, by the rule in tk_kernel(3):
  * pad makes zero-padded copies of both inputs and the output; a blockwise
- * body stages through one f32 block per operand when a tile cannot run in
- * place (bfloat16, or edge tiles); elementwise mask and shift-inwards run
- * in place. */
+ * body stages through one f32 block per input when a tile cannot run in
+ * place (bfloat16, or edge tiles), the built-in body's result overwriting
+ * staged input 0; elementwise mask and shift-inwards run in place. */
 static int64_t alloc_bytes(const tk_tiling *t, int dtype, int body_kind)
 {
     int64_t tail, padded, rows, cols, br, bc;
@@ -148,7 +148,7 @@ static int64_t alloc_bytes(const tk_tiling *t, int dtype, int body_kind)
     if (tail == TK_TAIL_PAD)
         bytes += 3 * padded * es;
     if (body_kind == TK_BODY_BLOCKWISE && (dtype == TK_DTYPE_BF16 || edges))
-        bytes += 3 * br * bc * 4;
+        bytes += 2 * br * bc * 4;
     return bytes;
 }
 

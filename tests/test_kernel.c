@@ -413,6 +413,57 @@ ParameterizedTest(struct layout *p, kernel, strided_and_aliased)
     tk_kernel_destroy(k);
 }
 
+/* ---- large blocks: the built-in body's walk of strided rows from memory ------------------- */
+
+struct large_case {
+    int64_t rows, cols, br, bc, stride_pad;
+    int dtype, alias;   /* alias: 0 a separate output, 1 output = x, 2 output = y */
+};
+
+ParameterizedTestParameters(kernel, large_blocks)
+{
+    /* Blocks of 64Ki elements, too big to be read ahead: row lengths whose
+     * rows start at every offset within a cache line, a block only two
+     * lines wide, edge tiles, and row strides with gaps. */
+    static const int64_t geo[][5] = {{300, 2100, 64, 1024, 0}, {130, 1030, 128, 512, 3},
+                                     {4100, 70, 2048, 32, 0}, {257, 1537, 256, 256, 1}};
+    static struct large_case p[4 * 2 * 3];
+    size_t n = 0;
+    for (int g = 0; g < 4; g++)
+        for (int d = 0; d < 2; d++)
+            for (int a = 0; a < 3; a++)
+                p[n++] = (struct large_case){geo[g][0], geo[g][1], geo[g][2], geo[g][3],
+                                             geo[g][4], d ? TK_DTYPE_BF16 : TK_DTYPE_F32, a};
+    return cr_make_param_array(struct large_case, p, n);
+}
+
+ParameterizedTest(struct large_case *p, kernel, large_blocks)
+{
+    int64_t stride = p->cols + p->stride_pad;
+    tk_matrix *x = make(p->dtype, p->rows, p->cols, stride, 91);
+    tk_matrix *y = make(p->dtype, p->rows, p->cols, stride, 92);
+    tk_matrix *sep = make(p->dtype, p->rows, p->cols, stride, 93);
+    tk_matrix *out = p->alias == 1 ? x : p->alias == 2 ? y : sep;
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, -3.0f);
+    tk_tiling *t;
+    tk_kernel *k;
+    tkt_expect_status(tk_tiling_create(&t, p->rows, p->cols, p->br, p->bc), TK_OK);
+    tkt_expect_status(tk_kernel_axpy(&k, -3.0f), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    char what[96];
+    snprintf(what, sizeof what, "%lldx%lld blocks, output %s", (long long)p->br,
+             (long long)p->bc, p->alias == 1 ? "= x" : p->alias == 2 ? "= y" : "separate");
+    expect_bits(out, want, what);
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    unmake(x);
+    unmake(y);
+    unmake(sep);
+}
+
 /* An output that overlaps an input without being it is refused. */
 Test(kernel, partial_overlap_is_refused)
 {
