@@ -620,34 +620,30 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
                 int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
                 tk__axpy_rect(e, (tk__rect){r, c0 + w - e->bc, 1, e->bc});
             }
-        /* Whole tiles that run in place take a short path: little work
-         * between two body calls lets the processor start a tile's loads
-         * while the previous tile's are still in flight (through
-         * tk__region, the blockwise axpy measured 10 to 20% slower). */
-        int64_t c0 = 0;
-        for (; e->direct && !shifted && h == e->br && c0 + e->bc <= e->cols; c0 += e->bc) {
-            if (pw && c0 % pw == 0)
-                tk__touch(e, r0, h, c0, pw < e->cols - c0 ? pw : e->cols - c0);
-            const float *in[TK_KERNEL_MAX_INPUTS];
-            for (int i = 0; i < e->n; i++)
-                in[i] = tk__in_at(e, i, r0, c0);
-            tk__rect g = {r0, c0, h, e->bc};
-            tk__save(e, g);
-            int rc = tk__call(e, g, h, e->bc, e->out_ld, in, tk__out_at(e, r0, c0));
-            if (rc) {
-                tk__restore(e, r0, r0 + h, c0 + e->bc);
-                return rc;
-            }
-        }
-        for (; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
+        bool in_place = e->direct && !shifted && h == e->br;
+        for (int64_t c0 = 0; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
             int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
             if (pw && c0 % pw == 0)
                 tk__touch(e, r0, h, c0, pw < e->cols - c0 ? pw : e->cols - c0);
             tk__rect own = {r0, c0, h, w}, src = own;
-            if (shifted)
-                src = (tk__rect){r0 + h - e->br, c0 + w - e->bc, e->br, e->bc};
-            bool touched;
-            int rc = tk__region(e, src, e->br, e->bc, own, &touched);
+            bool touched = true;
+            int rc;
+            if (in_place && w == e->bc) {
+                /* A whole tile in place calls the body straight from here:
+                 * little work between two body calls lets the processor
+                 * start a tile's loads while the previous tile's are still
+                 * in flight (through tk__region, the blockwise axpy
+                 * measured 10 to 20% slower). */
+                const float *in[TK_KERNEL_MAX_INPUTS];
+                for (int i = 0; i < e->n; i++)
+                    in[i] = tk__in_at(e, i, r0, c0);
+                tk__save(e, own);
+                rc = tk__call(e, own, h, w, e->out_ld, in, tk__out_at(e, r0, c0));
+            } else {
+                if (shifted)
+                    src = (tk__rect){r0 + h - e->br, c0 + w - e->bc, e->br, e->bc};
+                rc = tk__region(e, src, e->br, e->bc, own, &touched);
+            }
             if (rc) {
                 tk__restore(e, r0, r0 + h, touched ? c0 + w : c0);
                 return rc;
