@@ -406,7 +406,7 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
     } else if (schedule == TK_SCHEDULE_EARLY_ROUND) {
         /* axpy with its product rounded to the storage dtype first. */
         for (int64_t j = 0; j < ne; j++) {
-            float m = k->alpha * p[0][j];
+            float m = k->axpy.alpha * p[0][j];
             if (c->dtype == TK_DTYPE_BF16)
                 m = tk_bf16_to_f32(tk_bf16_from_f32(m));
             v[j] = m + p[1][j];

@@ -100,13 +100,21 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 
 /* ---- kernels (kernel.c) ---------------------------------------------- */
 
+/* The built-in axpy's parameters, which its body's user pointer points to.
+ * stream is false in the kernel; tk_kernel_run sets it on a copy for body
+ * calls that write a large output in place. */
+struct tk__axpy {
+    float alpha;
+    bool stream;        /* whole output lines may bypass the cache */
+};
+
 struct tk_kernel {
     int n_inputs;
     int body_kind;      /* TK_BODY_ELEMENTWISE or TK_BODY_BLOCKWISE */
     tk_body_fn body;    /* built-in kernels set this to their own body too */
     void *user;
-    bool is_axpy;       /* built-in alpha*x + y: alpha below */
-    float alpha;
+    bool is_axpy;       /* built-in alpha*x + y: axpy below */
+    struct tk__axpy axpy;
 };
 
 /* Call k's body once; a non-zero return becomes TK_ECALLBACK with a

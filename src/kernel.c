@@ -18,6 +18,12 @@
  * ahead in memory order: half the L2 of the development machine. */
 #define TK__TOUCH (512 * 1024)
 
+/* Output bytes from which the built-in body writes the output with
+ * streaming stores, bypassing the cache: a quarter of the development
+ * machine's L3, so the output would mostly be out of cache when the run
+ * ends anyway. */
+#define TK__STREAM ((size_t)8 << 20)
+
 /* Rows a blockwise walk keeps open at once, and f32 elements per 64-byte
  * line. */
 #define TK__GROUP 4
@@ -45,9 +51,9 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     struct tk__kernel_box *b = malloc(sizeof *b);
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
-    b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy, alpha};
+    b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy, {alpha, false}};
     if (is_axpy)
-        b->k.user = &b->k.alpha;
+        b->k.user = &b->k.axpy;
     atomic_flag_clear(&b->undo_busy);
     b->undo = NULL;
     b->undo_bytes = 0;
@@ -159,64 +165,119 @@ static inline void tk__axpy_line(float *o, const float *x, const float *y, float
     tk__axpy_vec(o + 8, x + 8, y + 8, a);
 }
 
-/* One line computed into v, to be stored later. */
-static inline void tk__axpy_hold(tk__vec v[2], const float *x, const float *y, float a)
+/* One line to a 64-byte aligned o by streaming stores, which write the line
+ * without first reading its old contents from memory as an ordinary store
+ * does.  Only x86 has them here; elsewhere the stores are ordinary. */
+static inline void tk__axpy_line_nt(float *o, const float *x, const float *y, float a)
 {
-    tk__vec w[2];
-    memcpy(v, x, 2 * sizeof *v);
-    memcpy(w, y, 2 * sizeof *w);
-    v[0] = a * v[0] + w[0];
-    v[1] = a * v[1] + w[1];
+#if defined(__SSE2__)
+    for (int k = 0; k < TK__LINE; k += 4) {
+        __m128 vx, vy;
+        memcpy(&vx, x + k, sizeof vx);
+        memcpy(&vy, y + k, sizeof vy);
+        _mm_stream_ps(o + k, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(a), vx), vy));
+    }
+#else
+    tk__axpy_line(o, x, y, a);
+#endif
+}
+
+/* n elements of a line by 4-byte streaming stores: a line that two tiles
+ * share is then written by streaming stores only (ordinary stores on the
+ * shared lines, streaming ones elsewhere, measured about 1.6x slower on
+ * 8x128 blocks of rows that straddle lines). */
+static inline void tk__axpy_part_nt(float *o, const float *x, const float *y, int64_t n,
+                                    float a)
+{
+#if defined(__SSE2__)
+    for (int64_t i = 0; i < n; i++) {
+        float v = a * x[i] + y[i];
+        int bits;
+        memcpy(&bits, &v, sizeof bits);
+        _mm_stream_si32((int *)(void *)(o + i), bits);
+    }
+#else
+    tk__axpy_f32(o, x, y, n, a);
+#endif
+}
+
+/* Elements from o to its next 64-byte line boundary, at most n. */
+static inline int64_t tk__skew(const float *o, int64_t n)
+{
+    int64_t k = (int64_t)((-(uintptr_t)o & 63) / sizeof *o);
+    return k < n ? k : n;
+}
+
+/* A row of n elements by streaming stores only. */
+static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int64_t n,
+                                   float a)
+{
+    int64_t c = tk__skew(o, n);
+    tk__axpy_part_nt(o, x, y, c, a);
+    for (; c + TK__LINE <= n; c += TK__LINE)
+        tk__axpy_line_nt(o + c, x + c, y + c, a);
+    tk__axpy_part_nt(o + c, x + c, y + c, n - c, a);
 }
 
 /* TK__GROUP rows of a strided block from memory, a line of each row in
  * turn: the rows are short runs, and keeping several open at once keeps the
  * hardware prefetchers busy where a row at a time leaves them waiting at
  * every row start.  Each row's lines start on a 64-byte output line (rows
- * that straddle lines measured about 10% slower); the unaligned first line
- * is computed before anything is stored and stored last, so an output that
- * is exactly an input stays correct where it overlaps the aligned lines.
- * Needs cols >= TK__LINE.  Always inlined: out of line it would be built
- * for the baseline ISA, not for the clone of tk__axpy_body calling it. */
+ * that straddle lines measured about 10% slower, and only whole lines
+ * stream well); the part of a row before its first line is done first, so
+ * an output that is exactly an input stays correct.  Needs cols >=
+ * 2 * TK__LINE.  Always inlined: out of line it would be built for the
+ * baseline ISA, not for the clone of tk__axpy_body calling it. */
 __attribute__((always_inline))
 static inline void tk__axpy_group(float *out, const float *x, const float *y, int64_t cols,
-                                  int64_t ld, float a)
+                                  int64_t ld, float a, bool stream)
 {
-    tk__vec head[TK__GROUP][2];
     int64_t at[TK__GROUP], lines = cols / TK__LINE;
     for (int g = 0; g < TK__GROUP; g++) {
-        int64_t i = g * ld, skew = (int64_t)((-(uintptr_t)(out + i) & 63) / sizeof *out);
-        if (skew)
-            tk__axpy_hold(head[g], x + i, y + i, a);
+        int64_t i = g * ld, skew = tk__skew(out + i, cols);
+        if (stream)
+            tk__axpy_part_nt(out + i, x + i, y + i, skew, a);
+        else
+            tk__axpy_f32(out + i, x + i, y + i, skew, a);
         at[g] = i + skew;
         lines = lines < (cols - skew) / TK__LINE ? lines : (cols - skew) / TK__LINE;
     }
-    for (int64_t c = 0; c < lines * TK__LINE; c += TK__LINE)
+    for (int64_t c = 0; stream && c < lines * TK__LINE; c += TK__LINE)
+        for (int g = 0; g < TK__GROUP; g++)
+            tk__axpy_line_nt(out + at[g] + c, x + at[g] + c, y + at[g] + c, a);
+    for (int64_t c = 0; !stream && c < lines * TK__LINE; c += TK__LINE)
         for (int g = 0; g < TK__GROUP; g++)
             tk__axpy_line(out + at[g] + c, x + at[g] + c, y + at[g] + c, a);
     for (int g = 0; g < TK__GROUP; g++) {
         int64_t c = at[g] + lines * TK__LINE, end = g * ld + cols;
+        if (stream) {
+            tk__axpy_row_nt(out + c, x + c, y + c, end - c, a);
+            continue;
+        }
         for (; c + TK__LINE <= end; c += TK__LINE)
             tk__axpy_line(out + c, x + c, y + c, a);
         tk__axpy_f32(out + c, x + c, y + c, end - c, a);
-        if (at[g] != g * ld)
-            memcpy(out + g * ld, head[g], sizeof head[g]);
     }
 }
 
 /* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y).  A strided block
  * too big for tk__run_tiles to have read ahead comes from memory and is
  * walked in groups of rows; anything else is in cache (or one contiguous
- * run) and is walked row by row, which measured faster there. */
+ * run) and is walked row by row, which measured faster there.  Streaming
+ * is for rows of at least two lines: narrower ones would leave most lines
+ * written in pieces. */
 TK_HOT static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                                 const float *const *in, float *out)
 {
-    const float a = *(const float *)user, *x = in[0], *y = in[1];
-    bool grouped = ld > cols && cols >= 2 * TK__LINE &&
-                   rows * cols * 3 * (int64_t)sizeof(float) > TK__TOUCH;
+    const struct tk__axpy *p = user;
+    const float a = p->alpha, *x = in[0], *y = in[1];
+    bool wide = cols >= 2 * TK__LINE, stream = p->stream && wide;
+    bool grouped = ld > cols && wide && rows * cols * 3 * (int64_t)sizeof(float) > TK__TOUCH;
     int64_t r = 0;
     for (; grouped && r + TK__GROUP <= rows; r += TK__GROUP)
-        tk__axpy_group(out + r * ld, x + r * ld, y + r * ld, cols, ld, a);
+        tk__axpy_group(out + r * ld, x + r * ld, y + r * ld, cols, ld, a, stream);
+    for (; stream && r < rows; r++)
+        tk__axpy_row_nt(out + r * ld, x + r * ld, y + r * ld, cols, a);
     for (; r < rows; r++) {
         float *o = out + r * ld;
         const float *xr = x + r * ld, *yr = y + r * ld;
@@ -278,6 +339,8 @@ typedef struct {
     unsigned char *out;
     int64_t out_ld;
     bool direct;         /* f32 with one shared stride: bodies run on the matrices */
+    struct tk__axpy axpy; /* the built-in body's parameters for such runs */
+    void *direct_user;   /* the body's user for calls on the matrices */
     unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
     float *scratch;      /* staging areas of `area` floats: one per input, and
                           * one for the result unless it shares input 0's */
@@ -428,7 +491,9 @@ TK_HOT static void tk__stage_out(int dtype, const float *src, int64_t ld, unsign
         tk__out_line(dtype, dst + r * pitch, src + r * ld, w);
 }
 
-static void tk__save(const tk__exec *e, tk__rect g)
+/* Inline, so that runs without undo pay only the test (an out-of-line
+ * call per tile cost the 8x128 blockwise axpy a few percent). */
+static inline void tk__save(const tk__exec *e, tk__rect g)
 {
     if (!e->undo)
         return;
@@ -454,10 +519,10 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g)
     for (int64_t i = 0; i < g.h; i++) {
         if (e->dtype == TK_DTYPE_F32)
             tk__axpy_f32(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
-                         tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->alpha);
+                         tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->axpy.alpha);
         else
             tk__axpy_bf16(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
-                          tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->alpha);
+                          tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->axpy.alpha);
     }
 }
 
@@ -469,10 +534,10 @@ static int tk__call_failed(tk__rect g, int64_t h, int64_t w, int rc)
                     (long long)w, (long long)g.r, (long long)g.c);
 }
 
-static inline int tk__call(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int64_t ld,
-                           const float *const *in, float *out)
+static inline int tk__call(const tk__exec *e, void *user, tk__rect g, int64_t h, int64_t w,
+                           int64_t ld, const float *const *in, float *out)
 {
-    int rc = e->k->body(e->k->user, h, w, ld, in, out);
+    int rc = e->k->body(user, h, w, ld, in, out);
     return rc ? tk__call_failed(g, h, w, rc) : TK_OK;
 }
 
@@ -489,7 +554,8 @@ static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk_
             in[i] = tk__in_at(e, i, src.r, src.c);
         tk__save(e, own);
         *touched = true;
-        return tk__call(e, src, h, w, e->out_ld, in, tk__out_at(e, src.r, src.c));
+        return tk__call(e, e->direct_user, src, h, w, e->out_ld, in,
+                        tk__out_at(e, src.r, src.c));
     }
     *touched = false;
     /* The built-in body reads each element before writing it, so its
@@ -511,7 +577,7 @@ static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk_
         in[i] = d;
     }
     tk__stage_in(e, src, w);
-    int rc = tk__call(e, src, h, w, w, in, res);
+    int rc = tk__call(e, e->k->user, src, h, w, w, in, res);
     if (rc)
         return rc;
     tk__save(e, own);
@@ -601,9 +667,10 @@ static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int6
  * measured about 2x the fused loop).  When a panel of whole tiles fits
  * TK__TOUCH bytes (the output counted, which the tiles then write), its
  * inputs are first read in memory order and the tiles find them in cache
- * (8x128 f32 blocks: 1.3 to 1.45x).  Larger tiles come from memory, which
- * the built-in body walks a few rows at a time (256x512: 1.2 to 1.45x);
- * reading them ahead into the L3 measured 2x. */
+ * (8x128 f32 blocks: 1.3 to 1.45x with ordinary stores, 1.0 to 1.2x with
+ * the streaming ones of large outputs).  Larger tiles come from memory,
+ * which the built-in body walks a few rows at a time (256x512: 1.2 to 1.6x,
+ * and 1.0 to 1.25x streaming); reading them ahead into the L3 measured 2x. */
 static int tk__run_tiles(const tk__exec *e, bool shifted)
 {
     /* Panel width in columns, whole tiles; 0 when not even one fits. */
@@ -638,7 +705,8 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
                 for (int i = 0; i < e->n; i++)
                     in[i] = tk__in_at(e, i, r0, c0);
                 tk__save(e, own);
-                rc = tk__call(e, own, h, w, e->out_ld, in, tk__out_at(e, r0, c0));
+                rc = tk__call(e, e->direct_user, own, h, w, e->out_ld, in,
+                              tk__out_at(e, r0, c0));
             } else {
                 if (shifted)
                     src = (tk__rect){r0 + h - e->br, c0 + w - e->bc, e->br, e->bc};
@@ -668,6 +736,9 @@ static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
         e->in_ld[i] = in[i]->stride;
         e->direct = e->direct && in[i]->stride == out->stride;
     }
+    e->axpy = k->axpy;
+    e->axpy.stream = (size_t)(e->rows * e->cols) * e->esize >= TK__STREAM;
+    e->direct_user = k->is_axpy ? (void *)&e->axpy : k->user;
 }
 
 /* Staging areas for what cannot run in place; none for the built-in
@@ -704,6 +775,7 @@ static int tk__dispatch(tk__exec *e, int tail)
         rc = tk__run_tiles(e, true);
     else
         rc = tk__run_elementwise(e);
+    tk__stream_fence();   /* streamed lines are in memory before the caller reads them */
     free(e->scratch);
     return rc;
 }

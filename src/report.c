@@ -134,7 +134,7 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
 {
     if (a->k->is_axpy)
         tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))",
-                   tk__n(a->k->alpha).s);
+                   tk__n(a->k->axpy.alpha).s);
     else
         tk__sb_add(b, "custom elementwise body, out = cast(body(%d inputs))",
                    a->k->n_inputs);
@@ -264,7 +264,7 @@ static void tk__json(const tk_audit *a, tk__sb *b)
                tk_version_string(), a->k->is_axpy ? "axpy" : "custom",
                a->k->n_inputs);
     if (a->k->is_axpy)
-        tk__sb_add(b, "\"alpha\": %s, ", tk__jn(a->k->alpha).s);
+        tk__sb_add(b, "\"alpha\": %s, ", tk__jn(a->k->axpy.alpha).s);
     tk__sb_add(b, "\"body\": \"elementwise\", \"text\": \"");
     tk__contract_text(a, b);
     tk__sb_add(b, "\"},\n  \"implementation_reference\": \"represented-input oracle\",\n"

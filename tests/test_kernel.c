@@ -424,12 +424,18 @@ ParameterizedTestParameters(kernel, large_blocks)
 {
     /* Blocks of 64Ki elements, too big to be read ahead: row lengths whose
      * rows start at every offset within a cache line, a block only two
-     * lines wide, edge tiles, and row strides with gaps. */
+     * lines wide, edge tiles, and row strides with gaps.  Then f32 outputs
+     * of 8 MiB or more, which the built-in body writes by streaming stores
+     * (lines shared by two tiles written in parts): large blocks, blocks
+     * read ahead, and blocks narrower than two lines. */
     static const int64_t geo[][5] = {{300, 2100, 64, 1024, 0}, {130, 1030, 128, 512, 3},
-                                     {4100, 70, 2048, 32, 0}, {257, 1537, 256, 256, 1}};
-    static struct large_case p[4 * 2 * 3];
+                                     {4100, 70, 2048, 32, 0},  {257, 1537, 256, 256, 1},
+                                     {1030, 2100, 256, 512, 3}, {1025, 2053, 8, 128, 0},
+                                     {2100, 1030, 16, 24, 0}};
+    enum { n_geo = sizeof geo / sizeof geo[0] };
+    static struct large_case p[n_geo * 2 * 3];
     size_t n = 0;
-    for (int g = 0; g < 4; g++)
+    for (int g = 0; g < n_geo; g++)
         for (int d = 0; d < 2; d++)
             for (int a = 0; a < 3; a++)
                 p[n++] = (struct large_case){geo[g][0], geo[g][1], geo[g][2], geo[g][3],
