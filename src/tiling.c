@@ -14,8 +14,8 @@ int tk_tiling_create(tk_tiling **out, int64_t rows, int64_t cols,
         return tk__fail(TK_ESHAPE, "tk_tiling_create: shape must be positive: got %lldx%lld",
                         (long long)rows, (long long)cols);
     if (block_rows < 1 || block_cols < 1)
-        return tk__fail(TK_EINVAL, "tk_tiling_create: two positive block dimensions "
-                        "required: got %lldx%lld", (long long)block_rows,
+        return tk__fail(TK_EINVAL, "tk_tiling_create: two positive integer block "
+                        "dimensions required: got %lldx%lld", (long long)block_rows,
                         (long long)block_cols);
     tk_tiling g = {.rows = rows, .cols = cols, .block_rows = block_rows,
                    .block_cols = block_cols, .tail = TK_TAIL_MASK};

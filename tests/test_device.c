@@ -1,8 +1,10 @@
 /* test_device.c - tk_device: host, simulated TPU profiles, external targets. */
+#define _DEFAULT_SOURCE   /* _SC_LEVEL2_CACHE_SIZE, a glibc extension */
 #include "tk_test.h"
 
 #include <criterion/parameterized.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static const int fields[] = {TK_DEVICE_ONCHIP_BYTES,        TK_DEVICE_ONCHIP_LIMIT_BYTES,
                              TK_DEVICE_HBM_BYTES_PER_S,     TK_DEVICE_COPY_LATENCY_NS,
@@ -27,6 +29,14 @@ Test(device, host_is_the_real_cpu)
     cr_assert(tk_device_kind(d) && tk_device_kind(d)[0], "the host needs a kind");
     cr_assert_eq(get(d, TK_DEVICE_LAYOUT_ROWS), 1, "the host executor takes any block");
     cr_assert_eq(get(d, TK_DEVICE_LAYOUT_COLS), 1);
+    /* On-chip memory is the L2 as the C library reports it, where it does. */
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 > 0) {
+        cr_assert_eq(get(d, TK_DEVICE_ONCHIP_BYTES), l2);
+        cr_assert_eq(get(d, TK_DEVICE_ONCHIP_LIMIT_BYTES), l2);
+    }
+#endif
     /* No figure is made up: an unknown one fails until the caller sets it. */
     int64_t v = 42;
     tkt_expect_status(tk_device_get(d, TK_DEVICE_HBM_BYTES_PER_S, &v), TK_ESTATE);

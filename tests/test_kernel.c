@@ -852,6 +852,56 @@ Test(kernel, rejects_dtypes_without_coercion)
     env_close(&e);
 }
 
+/* With every rule broken at once, the checks report in the seed's order:
+ * input shapes, input dtypes, output shape, output dtype, tiling shape.
+ * Each step mends one rule; the output, broken too, is never written. */
+Test(kernel, rejects_in_the_seeds_order)
+{
+    tk_kernel *k;
+    tk_tiling *t_other, *t;
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t_other, 5, 5, 8, 128), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, 3, 4, 8, 128), TK_OK);
+    tk_matrix *x = make(TK_DTYPE_F32, 3, 4, 4, 61), *y = make(TK_DTYPE_F32, 3, 4, 4, 62);
+    tk_matrix *y_tall_bf16 = make(TK_DTYPE_BF16, 4, 4, 4, 63);
+    tk_matrix *y_bf16 = make(TK_DTYPE_BF16, 3, 4, 4, 64);
+    tk_matrix *out_wide_bf16 = make(TK_DTYPE_BF16, 3, 5, 5, 65);
+    tk_matrix *out_bf16 = make(TK_DTYPE_BF16, 3, 4, 4, 66);
+    tk_matrix *out = make(TK_DTYPE_F32, 3, 4, 4, 67);
+    void *snaps[3] = {snapshot(out_wide_bf16), snapshot(out_bf16), snapshot(out)};
+    const tk_matrix *bad_shape[] = {x, y_tall_bf16}, *bad_dtype[] = {x, y_bf16}, *good[] = {x, y};
+    const struct {
+        const tk_matrix *const *in;
+        tk_matrix *out;
+        const tk_tiling *t;
+        int status;
+        const char *needle;
+    } step[] = {
+        {bad_shape, out_wide_bf16, t_other, TK_ESHAPE, "identical shapes: got 3x4 and 4x4"},
+        {bad_dtype, out_wide_bf16, t_other, TK_EDTYPE, "got float32 and bfloat16"},
+        {good, out_wide_bf16, t_other, TK_ESHAPE, "the inputs' shape 3x4: got 3x5"},
+        {good, out_bf16, t_other, TK_EDTYPE, "float32 like the inputs: got bfloat16"},
+        {good, out, t_other, TK_ESHAPE, "tiling is for 5x5 but the inputs are 3x4"},
+    };
+    for (size_t i = 0; i < sizeof step / sizeof step[0]; i++) {
+        tkt_expect_status(tk_kernel_run(k, step[i].t, step[i].in, step[i].out), step[i].status);
+        cr_assert(strstr(tk_last_error_message(), step[i].needle), "step %zu: \"%s\" lacks \"%s\"",
+                  i, tk_last_error_message(), step[i].needle);
+    }
+    expect_unchanged(out_wide_bf16, snaps[0], "wide bfloat16 output");
+    expect_unchanged(out_bf16, snaps[1], "bfloat16 output");
+    expect_unchanged(out, snaps[2], "output");
+    tkt_expect_status(tk_kernel_run(k, t, good, out), TK_OK);
+    for (int i = 0; i < 3; i++)
+        free(snaps[i]);
+    tk_matrix *mats[] = {x, y, y_tall_bf16, y_bf16, out_wide_bf16, out_bf16, out};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+        tk_matrix_destroy(mats[i]);
+    tk_tiling_destroy(t_other);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(k);
+}
+
 Test(kernel, rejects_blockwise_shift_inwards)
 {
     struct rejection_env e;
