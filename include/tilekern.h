@@ -28,7 +28,7 @@ extern "C" {
 
 /* The Makefile reads these three lines: keep their form. */
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 1
+#define TK_VERSION_MINOR 2
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER \
     (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
@@ -210,6 +210,65 @@ TK_API const char *tk_device_platform(const tk_device *d); /* "cpu", "tpu" */
 TK_API const char *tk_device_profile_name(int64_t index);  /* NULL past end */
 TK_API int tk_device_set(tk_device *d, int param, int64_t value);
 TK_API int tk_device_get(const tk_device *d, int param, int64_t *value);
+
+/*====================================================================
+ * tk_pipeline: tiles through multi-buffered on-chip memory (emit_pipeline),
+ * simulated with exact hazard checks and a modeled (never measured) cost
+ *====================================================================*/
+
+typedef struct tk_pipeline tk_pipeline;
+
+#define TK_PIPE_MODE 401            /* a TK_MODE_* value */
+#define TK_PIPE_INPUT_BUFFERS 402   /* slots per input: 1 to 3, default 2 */
+#define TK_PIPE_OUTPUT_BUFFERS 403  /* slots for the output: 1 or 2, default 2 */
+#define TK_PIPE_NO_PIPELINING 404   /* 1: synchronous copies, one slot each */
+#define TK_PIPE_DETECT_RACES 405    /* 1 (default): refuse a schedule with hazards */
+#define TK_PIPE_FAULT 406           /* a TK_FAULT_* value, for testing detectors */
+
+#define TK_MODE_SIMULATE 1   /* default: the schedule simulated on the host */
+#define TK_MODE_TARGET 2     /* run on the device itself: real devices only */
+
+#define TK_FAULT_NONE 0
+#define TK_FAULT_SKIP_INPUT_WAIT 1    /* the fault step does not wait its inputs */
+#define TK_FAULT_PREFETCH_OVERRUN 2   /* it prefetches one block too far ahead */
+#define TK_FAULT_SKIP_OUTPUT_WAIT 3   /* it does not wait its output copy */
+#define TK_FAULT_EARLY_COPY_OUT 4     /* it copies its output out before the body */
+
+#define TK_HAZARD_UNWAITED_READ 1     /* a body reads a slot whose copy-in was not waited */
+#define TK_HAZARD_OVERWRITE 2         /* a copy-in overwrites a slot still in use */
+#define TK_HAZARD_UNWAITED_WRITE 3    /* a body writes a slot whose copy-out was not waited */
+#define TK_HAZARD_EARLY_COPY_OUT 4    /* a copy-out starts before the body wrote the slot */
+#define TK_HAZARD_NEVER_WAITED 5      /* a copy is still in flight when the pipeline ends */
+
+#define TK_OPERAND_OUTPUT -1          /* operand number of the output in witnesses */
+
+#define TK_STAT_STEPS 451
+#define TK_STAT_COPIES_IN 452
+#define TK_STAT_COPIES_OUT 453
+#define TK_STAT_COPIES_SKIPPED 454
+#define TK_STAT_BYTES_IN 455
+#define TK_STAT_BYTES_OUT 456
+#define TK_STAT_ONCHIP_BYTES 457      /* slots of every operand, as stored */
+#define TK_STAT_HAZARDS 458
+#define TK_STAT_MODELED_NS 459        /* modeled, never measured */
+#define TK_STAT_MODELED_COMPUTE_NS 460
+#define TK_STAT_MODELED_STALL_NS 461
+#define TK_STAT_OVERLAP 462           /* share of copy time hidden under bodies */
+#define TK_STAT_PADDED_ELEMENTS 463
+
+TK_API int tk_pipeline_create(tk_pipeline **out, const tk_kernel *k,
+                              const tk_tiling *t, const tk_device *d);
+TK_API void tk_pipeline_destroy(tk_pipeline *p);
+TK_API int tk_pipeline_set(tk_pipeline *p, int param, int64_t value);
+TK_API int tk_pipeline_get(const tk_pipeline *p, int param, int64_t *value);
+TK_API int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs,
+                           tk_matrix *output);
+TK_API int tk_pipeline_stat(const tk_pipeline *p, int stat, double *value);
+TK_API int tk_pipeline_stall(const tk_pipeline *p, int64_t step, double *ns);
+TK_API int tk_pipeline_race(const tk_pipeline *p, int64_t index, int64_t *step,
+                            int64_t *slot, int *operand, int *kind);
+TK_API const char *tk_hazard_name(int kind);  /* "unwaited read", NULL if unknown */
+TK_API int tk_pipeline_write_trace(const tk_pipeline *p, const char *path);
 
 /*====================================================================
  * tk_compare: actual versus expected, with an explicit tolerance

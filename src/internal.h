@@ -122,6 +122,13 @@ struct tk_kernel {
 int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
                      const float *const *in, float *out);
 
+/* tk_kernel_run's argument checks, in the seed's order and words, with fn
+ * naming the caller in messages; *aliased tells whether the output is one
+ * of the inputs.  tk_pipeline_run checks its arguments the same way. */
+int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
+                        const tk_matrix *const *inputs, const tk_matrix *output,
+                        bool *aliased);
+
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 
 /* Every derived size is computed and overflow-checked once at creation. */

@@ -815,60 +815,60 @@ static bool tk__overlap(const tk_matrix *a, const tk_matrix *b)
     return (uintptr_t)pa < (uintptr_t)pb + nb && (uintptr_t)pb < (uintptr_t)pa + na;
 }
 
-static int tk__validate(const tk_kernel *k, const tk_tiling *t,
+int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
                         const tk_matrix *const *inputs, const tk_matrix *output,
                         bool *aliased)
 {
     if (!k || !t || !inputs || !output)
-        return tk__fail(TK_EINVAL, "tk_kernel_run: %s is NULL", !k ? "kernel" : !t ? "tiling"
+        return tk__fail(TK_EINVAL, "%s: %s is NULL", fn, !k ? "kernel" : !t ? "tiling"
                         : !inputs ? "inputs" : "output");
     for (int i = 0; i < k->n_inputs; i++)
         if (!inputs[i])
-            return tk__fail(TK_EINVAL, "tk_kernel_run: input %d of %d is NULL", i,
+            return tk__fail(TK_EINVAL, "%s: input %d of %d is NULL", fn, i,
                             k->n_inputs);
     const tk_matrix *x = inputs[0];
     /* tk_matrix guarantees two positive dims, so "nonempty" holds already. */
     for (int i = 1; i < k->n_inputs; i++)
         if (inputs[i]->rows != x->rows || inputs[i]->cols != x->cols)
-            return tk__fail(TK_ESHAPE, "tk_kernel_run: inputs must be nonempty matrices "
-                            "with identical shapes: got %lldx%lld and %lldx%lld",
+            return tk__fail(TK_ESHAPE, "%s: inputs must be nonempty matrices "
+                            "with identical shapes: got %lldx%lld and %lldx%lld", fn,
                             (long long)x->rows, (long long)x->cols,
                             (long long)inputs[i]->rows, (long long)inputs[i]->cols);
     for (int i = 0; i < k->n_inputs; i++) {
         if (inputs[i]->dtype == x->dtype && tk__is_float_dtype(x->dtype))
             continue;
         if (k->n_inputs == 1)
-            return tk__fail(TK_EDTYPE, "tk_kernel_run: a float32 or bfloat16 input "
-                            "required: got %s", tk_dtype_name(x->dtype));
-        return tk__fail(TK_EDTYPE, "tk_kernel_run: matching float32 or bfloat16 inputs "
-                        "required: got %s and %s", tk_dtype_name(x->dtype),
+            return tk__fail(TK_EDTYPE, "%s: a float32 or bfloat16 input "
+                            "required: got %s", fn, tk_dtype_name(x->dtype));
+        return tk__fail(TK_EDTYPE, "%s: matching float32 or bfloat16 inputs "
+                        "required: got %s and %s", fn, tk_dtype_name(x->dtype),
                         tk_dtype_name(inputs[i ? i : 1]->dtype));
     }
     /* Positive block dims are guaranteed by tk_tiling_create. */
     if (output->rows != x->rows || output->cols != x->cols)
-        return tk__fail(TK_ESHAPE, "tk_kernel_run: output must have the inputs' shape "
-                        "%lldx%lld: got %lldx%lld", (long long)x->rows, (long long)x->cols,
+        return tk__fail(TK_ESHAPE, "%s: output must have the inputs' shape "
+                        "%lldx%lld: got %lldx%lld", fn, (long long)x->rows, (long long)x->cols,
                         (long long)output->rows, (long long)output->cols);
     if (output->dtype != x->dtype)
-        return tk__fail(TK_EDTYPE, "tk_kernel_run: output must be %s like the inputs: "
-                        "got %s", tk_dtype_name(x->dtype), tk_dtype_name(output->dtype));
+        return tk__fail(TK_EDTYPE, "%s: output must be %s like the inputs: "
+                        "got %s", fn, tk_dtype_name(x->dtype), tk_dtype_name(output->dtype));
     if (t->rows != x->rows || t->cols != x->cols)
-        return tk__fail(TK_ESHAPE, "tk_kernel_run: the tiling is for %lldx%lld but the "
-                        "inputs are %lldx%lld", (long long)t->rows, (long long)t->cols,
+        return tk__fail(TK_ESHAPE, "%s: the tiling is for %lldx%lld but the "
+                        "inputs are %lldx%lld", fn, (long long)t->rows, (long long)t->cols,
                         (long long)x->rows, (long long)x->cols);
     if (t->tail == TK_TAIL_SHIFT_INWARDS && k->body_kind == TK_BODY_BLOCKWISE)
-        return tk__fail(TK_ELAYOUT, "tk_kernel_run: shift-inwards would change the block "
-                        "a blockwise body sees; use TK_TAIL_MASK or TK_TAIL_PAD");
+        return tk__fail(TK_ELAYOUT, "%s: shift-inwards would change the block "
+                        "a blockwise body sees; use TK_TAIL_MASK or TK_TAIL_PAD", fn);
     *aliased = false;
     for (int i = 0; i < k->n_inputs; i++) {
         if (!tk__overlap(inputs[i], output))
             continue;
         if (inputs[i]->data != output->data || inputs[i]->stride != output->stride)
-            return tk__fail(TK_ELAYOUT, "tk_kernel_run: the output overlaps input %d "
-                            "without being the same matrix", i);
+            return tk__fail(TK_ELAYOUT, "%s: the output overlaps input %d "
+                            "without being the same matrix", fn, i);
         if (t->tail == TK_TAIL_SHIFT_INWARDS)
-            return tk__fail(TK_ELAYOUT, "tk_kernel_run: shift-inwards recomputes overlapping "
-                            "blocks and cannot write over input %d", i);
+            return tk__fail(TK_ELAYOUT, "%s: shift-inwards recomputes overlapping "
+                            "blocks and cannot write over input %d", fn, i);
         *aliased = true;
     }
     return TK_OK;
@@ -880,7 +880,7 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
                   tk_matrix *output)
 {
     bool aliased = false;
-    int rc = tk__validate(k, t, inputs, output, &aliased);
+    int rc = tk__kernel_validate("tk_kernel_run", k, t, inputs, output, &aliased);
     if (rc)
         return rc;
     if (t->tail == TK_TAIL_PAD)

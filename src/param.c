@@ -28,6 +28,12 @@ static const struct {
     {TK_DEVICE_COMPUTE_ELEMS_PER_S, 1, INT64_MAX, true},
     {TK_DEVICE_LAYOUT_ROWS, 1, 1 << 20, true},
     {TK_DEVICE_LAYOUT_COLS, 1, 1 << 20, true},
+    {TK_PIPE_MODE, TK_MODE_SIMULATE, TK_MODE_TARGET, true},
+    {TK_PIPE_INPUT_BUFFERS, 1, 3, true},
+    {TK_PIPE_OUTPUT_BUFFERS, 1, 2, true},
+    {TK_PIPE_NO_PIPELINING, 0, 1, true},
+    {TK_PIPE_DETECT_RACES, 0, 1, true},
+    {TK_PIPE_FAULT, TK_FAULT_NONE, TK_FAULT_EARLY_COPY_OUT, true},
     {TK_COMPARE_MAX_ULP, -1, INT64_MAX, true},
     {TK_COMPARE_NAN_POLICY, TK_NAN_MATCH, TK_NAN_IGNORE, true},
 };

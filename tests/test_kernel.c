@@ -297,8 +297,8 @@ ParameterizedTest(struct sweep *p, kernel, sweep)
 }
 
 /* The seed's configuration sweep: 15x255 on blocks (8,128) and (16,256),
- * 4096 padded elements each (the seed's 2 and 3 buffers belong to
- * tk_pipeline), and the same result for each block under every tail. */
+ * 4096 padded elements each, and the same result for each block under
+ * every tail (its 2 and 3 buffers: pipeline/seed_configuration_sweep). */
 Test(kernel, seed_configuration_sweep)
 {
     const int64_t blocks[][2] = {{8, 128}, {16, 256}};

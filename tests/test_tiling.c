@@ -99,7 +99,7 @@ ParameterizedTest(struct geometry *p, tiling, geometry)
 
 /* The seed's configuration sweep: a 15x255 matrix on blocks (8,128) and
  * (16,256) has 4096 padded elements either way (the seed printed 4096 for
- * each block with 2 and 3 buffers; buffers belong to tk_pipeline). */
+ * each block with 2 and 3 buffers: pipeline/seed_configuration_sweep). */
 Test(tiling, seed_configuration_sweep)
 {
     const int64_t blocks[][2] = {{8, 128}, {16, 256}};

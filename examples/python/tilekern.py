@@ -28,7 +28,7 @@ except ImportError:  # numpy is optional
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
 TK_VERSION_MAJOR = 0
-TK_VERSION_MINOR = 1
+TK_VERSION_MINOR = 2
 TK_VERSION_PATCH = 0
 TK_VERSION_NUMBER = TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH
 
@@ -83,6 +83,39 @@ TK_DEVICE_COPY_ENGINES = 305
 TK_DEVICE_COMPUTE_ELEMS_PER_S = 306
 TK_DEVICE_LAYOUT_ROWS = 307
 TK_DEVICE_LAYOUT_COLS = 308
+
+TK_PIPE_MODE = 401
+TK_PIPE_INPUT_BUFFERS = 402
+TK_PIPE_OUTPUT_BUFFERS = 403
+TK_PIPE_NO_PIPELINING = 404
+TK_PIPE_DETECT_RACES = 405
+TK_PIPE_FAULT = 406
+TK_MODE_SIMULATE = 1
+TK_MODE_TARGET = 2
+TK_FAULT_NONE = 0
+TK_FAULT_SKIP_INPUT_WAIT = 1
+TK_FAULT_PREFETCH_OVERRUN = 2
+TK_FAULT_SKIP_OUTPUT_WAIT = 3
+TK_FAULT_EARLY_COPY_OUT = 4
+TK_HAZARD_UNWAITED_READ = 1
+TK_HAZARD_OVERWRITE = 2
+TK_HAZARD_UNWAITED_WRITE = 3
+TK_HAZARD_EARLY_COPY_OUT = 4
+TK_HAZARD_NEVER_WAITED = 5
+TK_OPERAND_OUTPUT = -1
+TK_STAT_STEPS = 451
+TK_STAT_COPIES_IN = 452
+TK_STAT_COPIES_OUT = 453
+TK_STAT_COPIES_SKIPPED = 454
+TK_STAT_BYTES_IN = 455
+TK_STAT_BYTES_OUT = 456
+TK_STAT_ONCHIP_BYTES = 457
+TK_STAT_HAZARDS = 458
+TK_STAT_MODELED_NS = 459
+TK_STAT_MODELED_COMPUTE_NS = 460
+TK_STAT_MODELED_STALL_NS = 461
+TK_STAT_OVERLAP = 462
+TK_STAT_PADDED_ELEMENTS = 463
 
 TK_COMPARE_MAX_ULP = 601
 TK_COMPARE_NAN_POLICY = 602
@@ -208,6 +241,18 @@ FUNCTIONS = [
     ("tk_device_profile_name", [c_int64], c_char_p),
     ("tk_device_set", [HANDLE, c_int, c_int64], STATUS),
     ("tk_device_get", [HANDLE, c_int, P(c_int64)], STATUS),
+    # tk_pipeline
+    ("tk_pipeline_create", [OUT, HANDLE, HANDLE, HANDLE], STATUS),
+    ("tk_pipeline_destroy", [HANDLE], None),
+    ("tk_pipeline_set", [HANDLE, c_int, c_int64], STATUS),
+    ("tk_pipeline_get", [HANDLE, c_int, P(c_int64)], STATUS),
+    ("tk_pipeline_run", [HANDLE, P(c_void_p), HANDLE], STATUS),
+    ("tk_pipeline_stat", [HANDLE, c_int, P(c_double)], STATUS),
+    ("tk_pipeline_stall", [HANDLE, c_int64, P(c_double)], STATUS),
+    ("tk_pipeline_race", [HANDLE, c_int64, P(c_int64), P(c_int64), P(c_int), P(c_int)],
+     STATUS),
+    ("tk_hazard_name", [c_int], c_char_p),
+    ("tk_pipeline_write_trace", [HANDLE, c_char_p], STATUS),
     # tk_compare
     ("tk_compare_create", [OUT, c_int], STATUS),
     ("tk_compare_destroy", [HANDLE], None),

@@ -103,6 +103,94 @@ class MatrixClass(unittest.TestCase):
         m.close()  # closing twice is harmless
 
 
+class Pipeline(unittest.TestCase):
+    """The seed's sweep through ctypes, and a trace that json can read."""
+
+    def handle(self, create, *args):
+        out = ctypes.c_void_p()
+        create(ctypes.byref(out), *args)
+        return out
+
+    def test_seed_sweep_and_trace(self):
+        import json
+        import tempfile
+        kernel = self.handle(tk.tk_kernel_axpy, 2.0)
+        device = self.handle(tk.tk_device_simulated, b"TPU v5 lite")
+        with tk.Matrix.create(tk.TK_DTYPE_F32, 15, 255) as x, \
+                tk.Matrix.create(tk.TK_DTYPE_F32, 15, 255) as out:
+            inputs = (ctypes.c_void_p * 2)(x.handle.value, x.handle.value)
+            for block in ((8, 128), (16, 256)):
+                tiling = self.handle(tk.tk_tiling_create, 15, 255, *block)
+                pipe = self.handle(tk.tk_pipeline_create, kernel, tiling, device)
+                for buffers in (2, 3):
+                    tk.tk_pipeline_set(pipe, tk.TK_PIPE_INPUT_BUFFERS, buffers)
+                    tk.tk_pipeline_run(pipe, inputs, out.handle)
+                    padded = ctypes.c_double()
+                    tk.tk_pipeline_stat(pipe, tk.TK_STAT_PADDED_ELEMENTS, ctypes.byref(padded))
+                    self.assertEqual(padded.value, 4096.0)
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = os.path.join(tmp, "trace.json")
+                    tk.tk_pipeline_write_trace(pipe, path.encode())
+                    with open(path) as f:
+                        trace = json.load(f)
+                steps = ctypes.c_double()
+                tk.tk_pipeline_stat(pipe, tk.TK_STAT_STEPS, ctypes.byref(steps))
+                self.assertEqual(trace["otherData"]["timing"], "modeled, not measured")
+                bodies = [e for e in trace["traceEvents"] if e["name"] == "body"]
+                self.assertEqual(len(bodies), int(steps.value))
+                tk.tk_pipeline_destroy(pipe)
+                tk.tk_tiling_destroy(tiling)
+        tk.tk_device_destroy(device)
+        tk.tk_kernel_destroy(kernel)
+
+    def test_trace_escapes_the_device_kind(self):
+        import json
+        import tempfile
+        kind = 'lab "B" \\ board'
+        kernel = self.handle(tk.tk_kernel_axpy, 1.0)
+        device = self.handle(tk.tk_device_external, b"tpu", kind.encode())
+        figures = {tk.TK_DEVICE_ONCHIP_LIMIT_BYTES: 1 << 24, tk.TK_DEVICE_HBM_BYTES_PER_S: 10**12,
+                   tk.TK_DEVICE_COPY_LATENCY_NS: 500, tk.TK_DEVICE_COPY_ENGINES: 2,
+                   tk.TK_DEVICE_COMPUTE_ELEMS_PER_S: 10**12, tk.TK_DEVICE_LAYOUT_ROWS: 8,
+                   tk.TK_DEVICE_LAYOUT_COLS: 128}
+        for param, value in figures.items():
+            tk.tk_device_set(device, param, value)
+        tiling = self.handle(tk.tk_tiling_create, 16, 128, 8, 128)
+        pipe = self.handle(tk.tk_pipeline_create, kernel, tiling, device)
+        with tk.Matrix.create(tk.TK_DTYPE_F32, 16, 128) as x:
+            inputs = (ctypes.c_void_p * 2)(x.handle.value, x.handle.value)
+            tk.tk_pipeline_run(pipe, inputs, x.handle)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            tk.tk_pipeline_write_trace(pipe, path.encode())
+            with open(path) as f:
+                self.assertEqual(json.load(f)["otherData"]["device"], kind)
+        tk.tk_pipeline_destroy(pipe)
+        tk.tk_tiling_destroy(tiling)
+        tk.tk_device_destroy(device)
+        tk.tk_kernel_destroy(kernel)
+
+    def test_a_fault_raises_with_its_witness(self):
+        kernel = self.handle(tk.tk_kernel_axpy, 2.0)
+        device = self.handle(tk.tk_device_simulated, b"TPU v4")
+        tiling = self.handle(tk.tk_tiling_create, 64, 128, 8, 128)
+        pipe = self.handle(tk.tk_pipeline_create, kernel, tiling, device)
+        tk.tk_pipeline_set(pipe, tk.TK_PIPE_FAULT, tk.TK_FAULT_SKIP_INPUT_WAIT)
+        with tk.Matrix.create(tk.TK_DTYPE_F32, 64, 128) as x:
+            inputs = (ctypes.c_void_p * 2)(x.handle.value, x.handle.value)
+            with self.assertRaises(tk.TilekernError) as cm:
+                tk.tk_pipeline_run(pipe, inputs, x.handle)
+            self.assertEqual(cm.exception.status, tk.TK_ERACE)
+            step, kind = ctypes.c_int64(), ctypes.c_int()
+            tk.tk_pipeline_race(pipe, 0, ctypes.byref(step), None, None, ctypes.byref(kind))
+            self.assertEqual((step.value, kind.value), (4, tk.TK_HAZARD_UNWAITED_READ))
+            self.assertEqual(tk.tk_hazard_name(kind.value), b"unwaited read")
+        tk.tk_pipeline_destroy(pipe)
+        tk.tk_tiling_destroy(tiling)
+        tk.tk_device_destroy(device)
+        tk.tk_kernel_destroy(kernel)
+
+
 class MirrorsTheHeader(unittest.TestCase):
     def test_every_integer_constant(self):
         defines = re.findall(r"^#define\s+(TK_\w+)\s+(-?\d+)\b", header_text(), re.M)

@@ -1,0 +1,738 @@
+/* pipeline.c - tk_pipeline: tiles through multi-buffered on-chip memory the
+ * way Pallas's emit_pipeline moves them.  A run builds the static schedule
+ * (copies in, waits, body calls, copies out, in program order), checks it
+ * for hazards from slot lifetimes, times it with a discrete-event model of
+ * the device (modeled, never measured), and executes it on the host for
+ * the data. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TK__IN_START, TK__IN_WAIT, TK__BODY, TK__OUT_START, TK__OUT_WAIT };
+
+/* One operation of the schedule.  Copies and waits name one operand. */
+typedef struct {
+    int kind;
+    int operand;        /* input number, or TK_OPERAND_OUTPUT */
+    int64_t block;      /* grid step whose block is moved or computed */
+    int64_t step;       /* grid step during which the operation is issued */
+    int64_t slot;
+} tk__op;
+
+typedef struct {
+    int64_t step, slot;
+    int operand, kind;
+} tk__race;
+
+/* A modeled copy (when it ran, on which copy engine) or, for a wait, the
+ * stall it caused (engine -1). */
+typedef struct {
+    double start, end;
+    int64_t engine;
+} tk__copy;
+
+struct tk_pipeline {
+    const tk_kernel *k;
+    const tk_tiling *t;
+    const tk_device *d;
+    int64_t param[6];   /* TK_PIPE_MODE .. TK_PIPE_FAULT */
+    /* What the last run found; ran is false until a run got that far. */
+    bool ran, modeled, checked;
+    char unmodeled[160];    /* why nothing was modeled */
+    int64_t steps, copies_in, copies_out, bytes_in, bytes_out, onchip, padded;
+    tk__race *races;
+    int64_t n_races, races_cap;
+    double modeled_ns, compute_ns, stall_ns, overlap;
+    double *stall;          /* per step */
+    tk__op *ops;
+    int64_t n_ops;
+    tk__copy *copies;       /* per op: copy starts and waits */
+    double *body_start;     /* per step */
+    double body_ns;
+};
+
+static int64_t tk__param(const tk_pipeline *p, int param)
+{
+    return p->param[param - TK_PIPE_MODE];
+}
+
+int tk_pipeline_create(tk_pipeline **out, const tk_kernel *k, const tk_tiling *t,
+                       const tk_device *d)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_pipeline_create: out is NULL");
+    *out = NULL;
+    if (!k || !t || !d)
+        return tk__fail(TK_EINVAL, "tk_pipeline_create: %s is NULL",
+                        !k ? "kernel" : !t ? "tiling" : "device");
+    tk_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return tk__fail(TK_ENOMEM, "tk_pipeline_create: out of memory for the handle");
+    p->k = k;
+    p->t = t;
+    p->d = d;
+    const int64_t defaults[6] = {TK_MODE_SIMULATE, 2, 2, 0, 1, TK_FAULT_NONE};
+    memcpy(p->param, defaults, sizeof defaults);
+    *out = p;
+    return TK_OK;
+}
+
+static void tk__forget(tk_pipeline *p)
+{
+    free(p->races);
+    free(p->stall);
+    free(p->ops);
+    free(p->copies);
+    free(p->body_start);
+    p->races = NULL;
+    p->stall = NULL;
+    p->ops = NULL;
+    p->copies = NULL;
+    p->body_start = NULL;
+    p->n_races = p->races_cap = p->n_ops = 0;
+    p->ran = p->modeled = p->checked = false;
+    p->unmodeled[0] = 0;
+    p->steps = p->copies_in = p->copies_out = p->bytes_in = p->bytes_out = 0;
+    p->onchip = p->padded = 0;
+    p->modeled_ns = p->compute_ns = p->stall_ns = p->overlap = p->body_ns = 0;
+}
+
+void tk_pipeline_destroy(tk_pipeline *p)
+{
+    if (!p)
+        return;
+    tk__forget(p);
+    free(p);
+}
+
+int tk_pipeline_set(tk_pipeline *p, int param, int64_t value)
+{
+    if (!p)
+        return tk__fail(TK_EINVAL, "tk_pipeline_set: pipeline is NULL");
+    if (param < TK_PIPE_MODE || param > TK_PIPE_FAULT)
+        return tk__fail(TK_EINVAL, "tk_pipeline_set: unknown parameter %d", param);
+    int rc = tk__param_check("tk_pipeline", param, value);
+    if (rc)
+        return rc;
+    p->param[param - TK_PIPE_MODE] = value;
+    return TK_OK;
+}
+
+int tk_pipeline_get(const tk_pipeline *p, int param, int64_t *value)
+{
+    if (!p || !value)
+        return tk__fail(TK_EINVAL, "tk_pipeline_get: %s is NULL", !p ? "pipeline" : "value");
+    if (param < TK_PIPE_MODE || param > TK_PIPE_FAULT)
+        return tk__fail(TK_EINVAL, "tk_pipeline_get: unknown parameter %d", param);
+    *value = tk__param(p, param);
+    return TK_OK;
+}
+
+/* ---- the schedule ------------------------------------------------------- */
+
+typedef struct {
+    tk__op *op;
+    int64_t n, cap;
+} tk__ops;
+
+static bool tk__emit(tk__ops *s, int kind, int operand, int64_t block, int64_t step,
+                     int64_t slot)
+{
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 64;
+        tk__op *op = realloc(s->op, (size_t)cap * sizeof *op);
+        if (!op)
+            return false;
+        s->op = op;
+        s->cap = cap;
+    }
+    s->op[s->n++] = (tk__op){kind, operand, block, step, slot};
+    return true;
+}
+
+/* Every input's copy of one block, or every input's wait for it. */
+static bool tk__emit_inputs(tk__ops *s, int kind, int n, int64_t block, int64_t step,
+                            int64_t slots)
+{
+    for (int i = 0; i < n; i++)
+        if (!tk__emit(s, kind, i, block, step, block % slots))
+            return false;
+    return true;
+}
+
+/* The emit_pipeline schedule over `steps` grid steps (DESIGN's table):
+ * with B input slots, the copy of block k + B - 1 starts during step k and
+ * the body of step k runs once block k has been waited; with two output
+ * slots a step waits the previous step's copy-out, with one its own.  The
+ * fault, if any, is made at step steps / 2. */
+static bool tk__schedule(tk__ops *s, int n, int64_t steps, int64_t b_in, int64_t b_out,
+                         int64_t fault)
+{
+    int64_t at = steps / 2;
+    bool ok = true;
+    for (int64_t j = 0; b_in > 1 && j < b_in - 1 && j < steps; j++)
+        ok = ok && tk__emit_inputs(s, TK__IN_START, n, j, 0, b_in);
+    for (int64_t k = 0; k < steps && ok; k++) {
+        bool here = k == at;
+        int64_t ahead = k + (b_in > 1 ? b_in - 1 : 0);
+        if (here && fault == TK_FAULT_PREFETCH_OVERRUN)
+            ahead++;
+        if (ahead < steps)
+            ok = tk__emit_inputs(s, TK__IN_START, n, ahead, k, b_in);
+        if (!(here && fault == TK_FAULT_SKIP_INPUT_WAIT))
+            ok = ok && tk__emit_inputs(s, TK__IN_WAIT, n, k, k, b_in);
+        bool early = here && fault == TK_FAULT_EARLY_COPY_OUT;
+        if (early)
+            ok = ok && tk__emit(s, TK__OUT_START, TK_OPERAND_OUTPUT, k, k, k % b_out);
+        ok = ok && tk__emit(s, TK__BODY, 0, k, k, 0);
+        if (!early)
+            ok = ok && tk__emit(s, TK__OUT_START, TK_OPERAND_OUTPUT, k, k, k % b_out);
+        int64_t wait = b_out == 1 ? k : k - 1;
+        if (wait >= 0 && !(here && fault == TK_FAULT_SKIP_OUTPUT_WAIT))
+            ok = ok && tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, wait, k, wait % b_out);
+    }
+    if (b_out == 2 && steps > 0 && ok)
+        ok = tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, steps - 1, steps - 1,
+                      (steps - 1) % b_out);
+    return ok;
+}
+
+/* ---- hazards -------------------------------------------------------------
+ * Found from the order of operations alone, so the answer is exact and the
+ * same on every run.  A slot holds one block; it is in flight from the
+ * start of its copy to the wait for it, and an input slot is in use until
+ * the body of its block has run. */
+
+typedef struct {
+    int64_t block;     /* -1: empty */
+    bool in_flight, consumed;
+} tk__slot;
+
+static bool tk__race_add(tk_pipeline *p, int64_t step, int64_t slot, int operand, int kind)
+{
+    if (p->n_races == p->races_cap) {
+        int64_t cap = p->races_cap ? 2 * p->races_cap : 16;
+        tk__race *r = realloc(p->races, (size_t)cap * sizeof *r);
+        if (!r)
+            return false;
+        p->races = r;
+        p->races_cap = cap;
+    }
+    p->races[p->n_races++] = (tk__race){step, slot, operand, kind};
+    return true;
+}
+
+static int tk__check(tk_pipeline *p, int n, int64_t b_in, int64_t b_out)
+{
+    tk__slot *in = malloc((size_t)(n * b_in + b_out) * sizeof *in);
+    if (!in)
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the hazard check");
+    tk__slot *out = in + n * b_in;
+    for (int64_t i = 0; i < n * b_in + b_out; i++)
+        in[i] = (tk__slot){-1, false, true};
+    bool ok = true;
+    for (int64_t i = 0; i < p->n_ops && ok; i++) {
+        const tk__op *o = &p->ops[i];
+        tk__slot *s = o->operand == TK_OPERAND_OUTPUT ? &out[o->slot]
+                                                       : &in[o->operand * b_in + o->slot];
+        switch (o->kind) {
+        case TK__IN_START:
+            if (s->in_flight || !s->consumed)
+                ok = tk__race_add(p, o->step, o->slot, o->operand, TK_HAZARD_OVERWRITE);
+            *s = (tk__slot){o->block, true, false};
+            break;
+        case TK__IN_WAIT:
+        case TK__OUT_WAIT:
+            if (s->block == o->block)
+                s->in_flight = false;
+            break;
+        case TK__BODY:
+            for (int j = 0; j < n && ok; j++) {
+                tk__slot *x = &in[j * b_in + o->block % b_in];
+                if (x->block != o->block || x->in_flight)
+                    ok = tk__race_add(p, o->step, o->block % b_in, j,
+                                      TK_HAZARD_UNWAITED_READ);
+                if (x->block == o->block)
+                    x->consumed = true;
+            }
+            s = &out[o->block % b_out];
+            if (ok && s->in_flight)
+                ok = tk__race_add(p, o->step, o->block % b_out, TK_OPERAND_OUTPUT,
+                                  TK_HAZARD_UNWAITED_WRITE);
+            s->consumed = false;   /* for an output slot: written, not yet copied */
+            s->block = o->block;
+            break;
+        case TK__OUT_START:
+            if (s->block != o->block || s->consumed)
+                ok = tk__race_add(p, o->step, o->slot, TK_OPERAND_OUTPUT,
+                                  TK_HAZARD_EARLY_COPY_OUT);
+            *s = (tk__slot){o->block, true, true};
+            break;
+        }
+    }
+    for (int64_t i = 0; i < n * b_in + b_out && ok; i++)
+        if (in[i].in_flight)
+            ok = tk__race_add(p, p->steps - 1, i < n * b_in ? i % b_in : i - n * b_in,
+                              i < n * b_in ? (int)(i / b_in) : TK_OPERAND_OUTPUT,
+                              TK_HAZARD_NEVER_WAITED);
+    free(in);
+    return ok ? TK_OK : tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for witnesses");
+}
+
+/* ---- the cost model ------------------------------------------------------
+ * One core issues the operations in order: a copy starts when it is issued
+ * and a copy engine is free, and takes the copy latency plus its bytes at
+ * HBM bandwidth; a wait stalls the core until its copy ends; a body takes
+ * the block's elements at the compute rate. */
+
+static int tk__figure(tk_pipeline *p, int param, int64_t *v)
+{
+    int rc = tk_device_get(p->d, param, v);
+    if (rc)   /* keep tk_device_get's words: they name the figure */
+        snprintf(p->unmodeled, sizeof p->unmodeled, "%s", tk_last_error_message());
+    return rc;
+}
+
+/* Time of body intervals [start, start + len) that overlaps [a, b). */
+static double tk__overlap_with_bodies(const tk_pipeline *p, double a, double b)
+{
+    int64_t lo = 0, hi = p->steps;
+    while (lo < hi) {   /* first body ending after a */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (p->body_start[mid] + p->body_ns <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    double sum = 0;
+    for (int64_t k = lo; k < p->steps && p->body_start[k] < b; k++) {
+        double s = p->body_start[k] > a ? p->body_start[k] : a;
+        double e = p->body_start[k] + p->body_ns < b ? p->body_start[k] + p->body_ns : b;
+        sum += e > s ? e - s : 0;
+    }
+    return sum;
+}
+
+static int tk__model(tk_pipeline *p, int64_t in_bytes, int64_t out_bytes, int64_t elems)
+{
+    int64_t bw, lat, engines, rate;
+    if (tk__figure(p, TK_DEVICE_HBM_BYTES_PER_S, &bw) ||
+        tk__figure(p, TK_DEVICE_COPY_LATENCY_NS, &lat) ||
+        tk__figure(p, TK_DEVICE_COPY_ENGINES, &engines) ||
+        tk__figure(p, TK_DEVICE_COMPUTE_ELEMS_PER_S, &rate))
+        return TK_OK;   /* nothing modeled; the stats say why */
+    double *free_at = calloc((size_t)engines, sizeof *free_at);
+    p->copies = calloc((size_t)p->n_ops, sizeof *p->copies);
+    p->body_start = calloc((size_t)p->steps, sizeof *p->body_start);
+    if (!free_at || !p->copies || !p->body_start) {
+        free(free_at);
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the cost model");
+    }
+    p->body_ns = (double)elems / (double)rate * 1e9;
+    double t = 0, copy_ns = 0, hidden = 0, end = 0;
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const tk__op *o = &p->ops[i];
+        if (o->kind == TK__IN_START || o->kind == TK__OUT_START) {
+            int64_t e = 0;
+            for (int64_t j = 1; j < engines; j++)
+                if (free_at[j] < free_at[e])
+                    e = j;
+            double bytes = (double)(o->kind == TK__IN_START ? in_bytes : out_bytes);
+            double start = t > free_at[e] ? t : free_at[e];
+            p->copies[i] = (tk__copy){start, start + (double)lat + bytes / (double)bw * 1e9, e};
+            free_at[e] = p->copies[i].end;
+            end = end > free_at[e] ? end : free_at[e];
+        } else if (o->kind == TK__BODY) {
+            p->body_start[o->block] = t;
+            t += p->body_ns;
+        } else {
+            /* The copy this waits for: the latest start of that block (a
+             * faulty schedule may never have started it). */
+            int want = o->kind == TK__IN_WAIT ? TK__IN_START : TK__OUT_START;
+            p->copies[i] = (tk__copy){t, t, -1};
+            for (int64_t j = i - 1; j >= 0; j--) {
+                const tk__op *c = &p->ops[j];
+                if (c->kind != want || c->block != o->block || c->operand != o->operand)
+                    continue;
+                if (p->copies[j].end > t) {
+                    p->stall[o->step] += p->copies[j].end - t;
+                    t = p->copies[i].end = p->copies[j].end;
+                }
+                break;
+            }
+        }
+    }
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const tk__op *o = &p->ops[i];
+        if (o->kind != TK__IN_START && o->kind != TK__OUT_START)
+            continue;
+        copy_ns += p->copies[i].end - p->copies[i].start;
+        hidden += tk__overlap_with_bodies(p, p->copies[i].start, p->copies[i].end);
+    }
+    free(free_at);
+    p->modeled_ns = t > end ? t : end;
+    p->compute_ns = p->body_ns * (double)p->steps;
+    p->stall_ns = 0;
+    for (int64_t k = 0; k < p->steps; k++)
+        p->stall_ns += p->stall[k];
+    p->overlap = copy_ns > 0 ? hidden / copy_ns : 0;
+    p->modeled = true;
+    return TK_OK;
+}
+
+/* ---- the data ------------------------------------------------------------
+ * The schedule runs on the host with f32 slots: a copy-in promotes a block
+ * (zero past the matrix's edge), a body sees its step's slots, a copy-out
+ * casts the valid part once into an image of the output, which reaches
+ * the caller only when every step has succeeded.  Data moves when a copy
+ * starts, so a schedule run with its hazards unchecked computes what that
+ * order of operations implies. */
+
+static void tk__copy_in(const tk_matrix *m, const tk_tiling *t, int64_t block, float *slot)
+{
+    int64_t r0, c0, h, w;
+    tk_tiling_tile(t, block, &r0, &c0, &h, &w);
+    int64_t br = t->block_rows, bc = t->block_cols;
+    for (int64_t r = 0; r < br; r++) {
+        float *d = slot + r * bc;
+        int64_t valid = r < h ? w : 0;
+        if (valid)
+            tk__row_to_f32(m->dtype, (const char *)tk__row(m, r0 + r) +
+                                          c0 * tk_dtype_size(m->dtype), d, valid);
+        memset(d + valid, 0, (size_t)(bc - valid) * sizeof *d);
+    }
+}
+
+static void tk__copy_out(const float *slot, const tk_tiling *t, int64_t block, int dtype,
+                         unsigned char *image, int64_t cols)
+{
+    int64_t r0, c0, h, w, es = tk_dtype_size(dtype);
+    tk_tiling_tile(t, block, &r0, &c0, &h, &w);
+    for (int64_t r = 0; r < h; r++)
+        tk__row_from_f32(dtype, slot + r * t->block_cols,
+                         image + ((r0 + r) * cols + c0) * es, w);
+}
+
+static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
+                       tk_matrix *output, int64_t b_in, int64_t b_out)
+{
+    const tk_kernel *k = p->k;
+    int n = k->n_inputs;
+    int64_t area = p->t->block_rows * p->t->block_cols, es = tk_dtype_size(output->dtype);
+    size_t slot_bytes, image_bytes;
+    int rc = tk__bytes(n * b_in + b_out, area, sizeof(float), &slot_bytes);
+    if (!rc)
+        rc = tk__bytes(output->rows, output->cols, es, &image_bytes);
+    if (rc)
+        return tk__fail(rc, "tk_pipeline_run: the slots or the output image overflow");
+    float *slots = calloc(1, slot_bytes);   /* a faulty schedule may read unwritten slots */
+    unsigned char *image = malloc(image_bytes);
+    if (!slots || !image) {
+        free(slots);
+        free(image);
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of slots "
+                        "and %zu of output image", slot_bytes, image_bytes);
+    }
+    float *out_slots = slots + n * b_in * area;
+    for (int64_t i = 0; i < p->n_ops && !rc; i++) {
+        const tk__op *o = &p->ops[i];
+        const float *in[TK_KERNEL_MAX_INPUTS];
+        switch (o->kind) {
+        case TK__IN_START:
+            tk__copy_in(inputs[o->operand], p->t, o->block,
+                        slots + (o->operand * b_in + o->slot) * area);
+            break;
+        case TK__BODY:
+            for (int j = 0; j < n; j++)
+                in[j] = slots + (j * b_in + o->block % b_in) * area;
+            rc = k->body(k->user, p->t->block_rows, p->t->block_cols, p->t->block_cols, in,
+                         out_slots + o->block % b_out * area);
+            if (rc)
+                rc = tk__fail(TK_ECALLBACK, "tk_pipeline_run: kernel body returned %d at step "
+                              "%lld of %lld; the output is unchanged", rc, (long long)o->block,
+                              (long long)p->steps);
+            break;
+        case TK__OUT_START:
+            tk__copy_out(out_slots + o->slot * area, p->t, o->block, output->dtype, image,
+                         output->cols);
+            break;
+        default:   /* waits move no data */
+            break;
+        }
+    }
+    for (int64_t r = 0; r < output->rows && !rc; r++)
+        memcpy(tk__row(output, r), image + r * output->cols * es, (size_t)(output->cols * es));
+    free(slots);
+    free(image);
+    return rc;
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
+                          tk_matrix *output)
+{
+    if (tk_device_is_simulated(p->d))
+        return tk__fail(TK_ENOTARGET, "tk_pipeline_run: target mode needs a real device: "
+                        "\"%s\" is a simulated profile", tk_device_kind(p->d));
+    if (strcmp(tk_device_platform(p->d), "cpu") != 0)
+        return tk__fail(TK_ENOTARGET, "tk_pipeline_run: \"%s\" (%s) is driven by the caller, "
+                        "not by the library", tk_device_kind(p->d),
+                        tk_device_platform(p->d));
+    return tk_kernel_run(p->k, p->t, inputs, output);
+}
+
+/* Blocks must be whole layout tiles, and every operand's slots must fit the
+ * device's scoped on-chip limit, before anything runs. */
+static int tk__fits(tk_pipeline *p, int n, int64_t b_in, int64_t b_out, int dtype)
+{
+    int64_t lr, lc, limit, br = p->t->block_rows, bc = p->t->block_cols, bytes;
+    int64_t es = tk_dtype_size(dtype);
+    int rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_ROWS, &lr);
+    if (!rc)
+        rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_COLS, &lc);
+    if (!rc)
+        rc = tk_device_get(p->d, TK_DEVICE_ONCHIP_LIMIT_BYTES, &limit);
+    if (rc)
+        return tk__fail(rc, "tk_pipeline_run: %s", tk_last_error_message());
+    if (br % lr || bc % lc)
+        return tk__fail(TK_ELAYOUT, "tk_pipeline_run: block %lldx%lld is not a multiple of "
+                        "the \"%s\" layout tile %lldx%lld", (long long)br, (long long)bc,
+                        tk_device_kind(p->d), (long long)lr, (long long)lc);
+    if (!tk__mul(br * bc, es, &bytes) || !tk__mul(bytes, n * b_in + b_out, &p->onchip))
+        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: on-chip bytes of %lldx%lld blocks "
+                        "overflow", (long long)br, (long long)bc);
+    if (p->onchip > limit)
+        return tk__fail(TK_ECAPACITY, "tk_pipeline_run: %d input(s) x %lld slot(s) + %lld "
+                        "output slot(s) of %lldx%lld %s blocks need %lld bytes, over the "
+                        "\"%s\" scoped on-chip limit of %lld", n, (long long)b_in,
+                        (long long)b_out, (long long)br, (long long)bc,
+                        tk_dtype_name(dtype),
+                        (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
+    return TK_OK;
+}
+
+int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
+{
+    if (!p)
+        return tk__fail(TK_EINVAL, "tk_pipeline_run: pipeline is NULL");
+    bool aliased;   /* harmless here: the output is written once, at the end */
+    int rc = tk__kernel_validate("tk_pipeline_run", p->k, p->t, inputs, output, &aliased);
+    if (rc)
+        return rc;
+    tk__forget(p);
+    if (tk__param(p, TK_PIPE_MODE) == TK_MODE_TARGET)
+        return tk__run_target(p, inputs, output);
+    if (p->t->tail == TK_TAIL_SHIFT_INWARDS)
+        return tk__fail(TK_ELAYOUT, "tk_pipeline_run: a pipeline visits the padded grid; "
+                        "shift-inwards would move its blocks (use TK_TAIL_MASK or TK_TAIL_PAD)");
+    bool sync = tk__param(p, TK_PIPE_NO_PIPELINING);
+    int64_t b_in = sync ? 1 : tk__param(p, TK_PIPE_INPUT_BUFFERS);
+    int64_t b_out = sync ? 1 : tk__param(p, TK_PIPE_OUTPUT_BUFFERS);
+    int n = p->k->n_inputs;
+    int64_t es = tk_dtype_size(output->dtype), area = p->t->block_rows * p->t->block_cols;
+    if ((rc = tk__fits(p, n, b_in, b_out, output->dtype)))
+        return rc;
+    p->steps = p->t->tiles;
+    p->padded = p->t->padded_elements;
+    tk__ops s = {0};
+    p->stall = calloc((size_t)p->steps, sizeof *p->stall);
+    if (!p->stall || !tk__schedule(&s, n, p->steps, b_in, b_out, tk__param(p, TK_PIPE_FAULT))) {
+        free(s.op);
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
+                        (long long)p->steps);
+    }
+    p->ops = s.op;
+    p->n_ops = s.n;
+    for (int64_t i = 0; i < s.n; i++) {
+        p->copies_in += s.op[i].kind == TK__IN_START;
+        p->copies_out += s.op[i].kind == TK__OUT_START;
+    }
+    /* Blocks are whole (area <= padded elements): no overflow below. */
+    p->bytes_in = p->copies_in * area * es;
+    p->bytes_out = p->copies_out * area * es;
+    p->ran = true;
+    p->checked = tk__param(p, TK_PIPE_DETECT_RACES);
+    if (p->checked && (rc = tk__check(p, n, b_in, b_out)))
+        return rc;
+    if ((rc = tk__model(p, area * es, area * es, area)))
+        return rc;
+    if (p->n_races) {
+        const tk__race *r = &p->races[0];
+        char operand[24];
+        if (r->operand == TK_OPERAND_OUTPUT)
+            snprintf(operand, sizeof operand, "the output");
+        else
+            snprintf(operand, sizeof operand, "input %d", r->operand);
+        return tk__fail(TK_ERACE, "tk_pipeline_run: %lld hazard(s); first: %s at step %lld, "
+                        "slot %lld of %s; the output is unchanged", (long long)p->n_races,
+                        tk_hazard_name(r->kind), (long long)r->step, (long long)r->slot,
+                        operand);
+    }
+    return tk__execute(p, inputs, output, b_in, b_out);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+int tk_pipeline_stat(const tk_pipeline *p, int stat, double *value)
+{
+    if (!p || !value)
+        return tk__fail(TK_EINVAL, "tk_pipeline_stat: %s is NULL", !p ? "pipeline" : "value");
+    if (stat < TK_STAT_STEPS || stat > TK_STAT_PADDED_ELEMENTS)
+        return tk__fail(TK_EINVAL, "tk_pipeline_stat: unknown statistic %d", stat);
+    if (!p->ran)
+        return tk__fail(TK_ESTATE, "tk_pipeline_stat: no simulated run yet (a target run "
+                        "models nothing)");
+    bool modeled_stat = stat >= TK_STAT_MODELED_NS && stat <= TK_STAT_OVERLAP;
+    if (modeled_stat && !p->modeled)
+        return tk__fail(TK_ESTATE, "tk_pipeline_stat: nothing was modeled: %s", p->unmodeled);
+    if (stat == TK_STAT_HAZARDS && !p->checked)
+        return tk__fail(TK_ESTATE, "tk_pipeline_stat: race detection was off for the last run");
+    switch (stat) {
+    case TK_STAT_STEPS: *value = (double)p->steps; break;
+    case TK_STAT_COPIES_IN: *value = (double)p->copies_in; break;
+    case TK_STAT_COPIES_OUT: *value = (double)p->copies_out; break;
+    /* A tk_tiling grid visits a new block of every operand at every step. */
+    case TK_STAT_COPIES_SKIPPED: *value = 0; break;
+    case TK_STAT_BYTES_IN: *value = (double)p->bytes_in; break;
+    case TK_STAT_BYTES_OUT: *value = (double)p->bytes_out; break;
+    case TK_STAT_ONCHIP_BYTES: *value = (double)p->onchip; break;
+    case TK_STAT_HAZARDS: *value = (double)p->n_races; break;
+    case TK_STAT_MODELED_NS: *value = p->modeled_ns; break;
+    case TK_STAT_MODELED_COMPUTE_NS: *value = p->compute_ns; break;
+    case TK_STAT_MODELED_STALL_NS: *value = p->stall_ns; break;
+    case TK_STAT_OVERLAP: *value = p->overlap; break;
+    default: *value = (double)p->padded; break;
+    }
+    return TK_OK;
+}
+
+int tk_pipeline_stall(const tk_pipeline *p, int64_t step, double *ns)
+{
+    if (!p || !ns)
+        return tk__fail(TK_EINVAL, "tk_pipeline_stall: %s is NULL", !p ? "pipeline" : "ns");
+    if (!p->ran || !p->modeled)
+        return tk__fail(TK_ESTATE, "tk_pipeline_stall: nothing was modeled%s%s",
+                        p->ran ? ": " : " yet", p->ran ? p->unmodeled : "");
+    if (step < 0 || step >= p->steps)
+        return tk__fail(TK_ERANGE, "tk_pipeline_stall: step %lld is outside [0, %lld)",
+                        (long long)step, (long long)p->steps);
+    *ns = p->stall[step];
+    return TK_OK;
+}
+
+int tk_pipeline_race(const tk_pipeline *p, int64_t index, int64_t *step, int64_t *slot,
+                     int *operand, int *kind)
+{
+    if (!p)
+        return tk__fail(TK_EINVAL, "tk_pipeline_race: pipeline is NULL");
+    if (!p->ran || !p->checked)
+        return tk__fail(TK_ESTATE, "tk_pipeline_race: no run with race detection yet");
+    if (index < 0 || index >= p->n_races)
+        return tk__fail(TK_ERANGE, "tk_pipeline_race: index %lld is outside [0, %lld)",
+                        (long long)index, (long long)p->n_races);
+    const tk__race *r = &p->races[index];
+    if (step)
+        *step = r->step;
+    if (slot)
+        *slot = r->slot;
+    if (operand)
+        *operand = r->operand;
+    if (kind)
+        *kind = r->kind;
+    return TK_OK;
+}
+
+const char *tk_hazard_name(int kind)
+{
+    static const char *const names[] = {"unwaited read", "overwrite of a slot in use",
+                                        "unwaited write", "early copy-out", "never waited"};
+    return kind >= TK_HAZARD_UNWAITED_READ && kind <= TK_HAZARD_NEVER_WAITED
+               ? names[kind - 1] : NULL;
+}
+
+/* ---- Chrome trace ----------------------------------------------------------
+ * chrome://tracing and Perfetto read it: the core (bodies, stalls) as one
+ * thread, each copy engine as another; times in microseconds, modeled. */
+
+/* s as a JSON string: a device kind comes from the caller. */
+static void tk__json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void tk__trace_event(FILE *f, bool *first, const char *name, int64_t tid, double ts,
+                            double dur, int64_t step)
+{
+    fprintf(f, "%s\n{\"name\": \"%s\", \"cat\": \"modeled\", \"ph\": \"X\", \"pid\": 0, "
+            "\"tid\": %lld, \"ts\": %.6f, \"dur\": %.6f, \"args\": {\"step\": %lld}}",
+            *first ? "" : ",", name, (long long)tid, ts / 1e3, dur / 1e3, (long long)step);
+    *first = false;
+}
+
+int tk_pipeline_write_trace(const tk_pipeline *p, const char *path)
+{
+    if (!p || !path)
+        return tk__fail(TK_EINVAL, "tk_pipeline_write_trace: %s is NULL",
+                        !p ? "pipeline" : "path");
+    if (!p->ran || !p->modeled)
+        return tk__fail(TK_ESTATE, "tk_pipeline_write_trace: nothing was modeled%s%s",
+                        p->ran ? ": " : " yet", p->ran ? p->unmodeled : "");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return tk__fail(TK_EIO, "tk_pipeline_write_trace: cannot open \"%s\" for writing",
+                        path);
+    int64_t engines = 1;
+    for (int64_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == TK__IN_START || p->ops[i].kind == TK__OUT_START)
+            engines = p->copies[i].engine + 1 > engines ? p->copies[i].engine + 1 : engines;
+    fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"timing\": \"modeled, "
+            "not measured\", \"device\": ");
+    tk__json_string(f, tk_device_kind(p->d));
+    fprintf(f, ", \"steps\": %lld, \"modeled_ns\": %.3f},\n\"traceEvents\": [",
+            (long long)p->steps, p->modeled_ns);
+    fprintf(f, "\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, "
+            "\"args\": {\"name\": \"core\"}}");
+    bool first = false;
+    for (int64_t e = 0; e < engines; e++)
+        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %lld, "
+                "\"args\": {\"name\": \"copy engine %lld\"}}", (long long)(e + 1), (long long)e);
+    for (int64_t i = 0; i < p->n_ops; i++) {
+        const tk__op *o = &p->ops[i];
+        const tk__copy *c = &p->copies[i];
+        char name[64];
+        if (o->kind == TK__BODY) {
+            tk__trace_event(f, &first, "body", 0, p->body_start[o->block], p->body_ns,
+                            o->block);
+        } else if (c->engine < 0) {
+            if (c->end > c->start)
+                tk__trace_event(f, &first, "stall", 0, c->start, c->end - c->start, o->step);
+        } else {
+            if (o->kind == TK__IN_START)
+                snprintf(name, sizeof name, "copy in: input %d, block %lld, slot %lld",
+                         o->operand, (long long)o->block, (long long)o->slot);
+            else
+                snprintf(name, sizeof name, "copy out: block %lld, slot %lld",
+                         (long long)o->block, (long long)o->slot);
+            tk__trace_event(f, &first, name, c->engine + 1, c->start, c->end - c->start,
+                            o->step);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    bool bad = ferror(f);
+    if (fclose(f) || bad)
+        return tk__fail(TK_EIO, "tk_pipeline_write_trace: writing \"%s\" failed", path);
+    return TK_OK;
+}
