@@ -385,6 +385,50 @@ TK_API int tk_rounding_counterexample(int dtype, float first, float second,
  * +Inf gives the limit 1/(1-fraction).  NaN for out-of-range arguments. */
 TK_API double tk_amdahl(double fraction, double local_speedup);
 
+/*====================================================================
+ * tk_bench: compile, warm-up and synchronized samples on a real target
+ *====================================================================*/
+
+typedef struct tk_bench tk_bench;
+
+/* A benchmark callback: 0 on success, anything else stops the run. */
+typedef int (*tk_bench_fn)(void *user);
+
+#define TK_BENCH_REPEATS 801      /* samples per entry: 5 to 1000000, default 20 */
+#define TK_BENCH_WARMUPS 802      /* untimed runs first: 1 to 1000, default 5 */
+#define TK_BENCH_INTERLEAVE 803   /* 1 (default): entries sampled in turn */
+#define TK_BENCH_MAX_SECONDS 804  /* sampling budget; 0 (default): none */
+#define TK_BENCH_BASELINE 805     /* entry that speedups compare with, default 0 */
+
+#define TK_BENCH_COMPILE_S 811
+#define TK_BENCH_MEDIAN_MS 812    /* as np.median */
+#define TK_BENCH_P90_MS 813       /* as np.percentile(samples, 90) */
+#define TK_BENCH_MIN_MS 814
+#define TK_BENCH_MAX_MS 815
+#define TK_BENCH_MEAN_MS 816
+#define TK_BENCH_STDEV_MS 817     /* population, as np.std */
+#define TK_BENCH_SAMPLES 818
+#define TK_BENCH_SPEEDUP 819      /* baseline median / this entry's median */
+
+TK_API int tk_bench_create(tk_bench **out, const tk_device *target);
+TK_API void tk_bench_destroy(tk_bench *b);
+TK_API int tk_bench_set(tk_bench *b, int param, int64_t value);
+TK_API int tk_bench_get(const tk_bench *b, int param, int64_t *value);
+TK_API int tk_bench_set_boundary(tk_bench *b, const char *text);
+TK_API int tk_bench_add(tk_bench *b, const char *label, const tk_device *placement,
+                        tk_bench_fn compile, tk_bench_fn run, tk_bench_fn sync,
+                        void *user);   /* the entry's index, or a negative status */
+TK_API int tk_bench_run(tk_bench *b);
+TK_API int64_t tk_bench_samples(const tk_bench *b, int entry, double *out_ms,
+                                int64_t capacity);  /* count, or a negative status */
+TK_API int tk_bench_result(const tk_bench *b, int entry, int stat, double *value);
+TK_API int tk_bench_write_receipt(const tk_bench *b, const char *path);
+
+/* numpy's np.median and np.percentile (method "linear"), bit for bit; NaN
+ * for no data, a NaN sample, or a percent outside [0, 100]. */
+TK_API double tk_median(const double *x, size_t n);
+TK_API double tk_percentile(const double *x, size_t n, double percent);
+
 #ifdef __cplusplus
 }
 #endif

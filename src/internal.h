@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -215,5 +216,8 @@ struct tk_audit {
 /* Shortest decimal that reads back to v, formatted like Python's repr()
  * ("0.0", "1e-05", "0.025217056274414062"); buf holds at least 32 bytes. */
 void tk__repr(double v, char *buf);
+
+/* s as a JSON string literal, quotes included, for text a caller gave. */
+void tk__json_string(FILE *f, const char *s);
 
 #endif

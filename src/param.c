@@ -34,6 +34,11 @@ static const struct {
     {TK_PIPE_NO_PIPELINING, 0, 1, true},
     {TK_PIPE_DETECT_RACES, 0, 1, true},
     {TK_PIPE_FAULT, TK_FAULT_NONE, TK_FAULT_EARLY_COPY_OUT, true},
+    {TK_BENCH_REPEATS, 5, 1000000, true},
+    {TK_BENCH_WARMUPS, 1, 1000, true},
+    {TK_BENCH_INTERLEAVE, 0, 1, true},
+    {TK_BENCH_MAX_SECONDS, 0, 86400, true},
+    {TK_BENCH_BASELINE, 0, INT32_MAX - 1, true},
     {TK_COMPARE_MAX_ULP, -1, INT64_MAX, true},
     {TK_COMPARE_NAN_POLICY, TK_NAN_MATCH, TK_NAN_IGNORE, true},
 };

@@ -657,22 +657,6 @@ const char *tk_hazard_name(int kind)
  * chrome://tracing and Perfetto read it: the core (bodies, stalls) as one
  * thread, each copy engine as another; times in microseconds, modeled. */
 
-/* s as a JSON string: a device kind comes from the caller. */
-static void tk__json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void tk__trace_event(FILE *f, bool *first, const char *name, int64_t tid, double ts,
                             double dur, int64_t step)
 {

@@ -1,5 +1,6 @@
-/* report.c - the audit's text table, JSON document and SVG chart, and the
- * shortest round-trip number printer they share with tk_compare_format. */
+/* report.c - the audit's text table, JSON document and SVG chart, the
+ * shortest round-trip number printer they share with tk_compare_format, and
+ * the JSON string writer of the pipeline trace and the bench receipt. */
 #include "internal.h"
 
 #include <errno.h>
@@ -10,6 +11,21 @@
 #include <string.h>
 
 #define TK__SCHEMA "tilekern.audit/1"
+
+void tk__json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
 
 void tk__repr(double v, char *buf)
 {

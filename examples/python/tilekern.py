@@ -117,6 +117,21 @@ TK_STAT_MODELED_STALL_NS = 461
 TK_STAT_OVERLAP = 462
 TK_STAT_PADDED_ELEMENTS = 463
 
+TK_BENCH_REPEATS = 801
+TK_BENCH_WARMUPS = 802
+TK_BENCH_INTERLEAVE = 803
+TK_BENCH_MAX_SECONDS = 804
+TK_BENCH_BASELINE = 805
+TK_BENCH_COMPILE_S = 811
+TK_BENCH_MEDIAN_MS = 812
+TK_BENCH_P90_MS = 813
+TK_BENCH_MIN_MS = 814
+TK_BENCH_MAX_MS = 815
+TK_BENCH_MEAN_MS = 816
+TK_BENCH_STDEV_MS = 817
+TK_BENCH_SAMPLES = 818
+TK_BENCH_SPEEDUP = 819
+
 TK_COMPARE_MAX_ULP = 601
 TK_COMPARE_NAN_POLICY = 602
 TK_NAN_MATCH = 1
@@ -181,9 +196,14 @@ class STATUS:
     """Marks an int status restype: bound as c_int with the errcheck."""
 
 
+class STATUS64:
+    """Marks an int64_t count-or-status restype: c_int64 with the errcheck."""
+
+
 BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_int64, c_int64,
                            P(P(c_float)), P(c_float))
 CANDIDATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_void_p), c_void_p)
+BENCH_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 
 FUNCTIONS = [
     # status model
@@ -279,6 +299,20 @@ FUNCTIONS = [
     ("tk_rounding_counterexample", [c_int, c_float, c_float, P(c_float), P(c_float)],
      STATUS),
     ("tk_amdahl", [c_double, c_double], c_double),
+    # tk_bench
+    ("tk_bench_create", [OUT, HANDLE], STATUS),
+    ("tk_bench_destroy", [HANDLE], None),
+    ("tk_bench_set", [HANDLE, c_int, c_int64], STATUS),
+    ("tk_bench_get", [HANDLE, c_int, P(c_int64)], STATUS),
+    ("tk_bench_set_boundary", [HANDLE, c_char_p], STATUS),
+    ("tk_bench_add", [HANDLE, c_char_p, HANDLE, BENCH_FN, BENCH_FN, BENCH_FN, c_void_p],
+     STATUS),
+    ("tk_bench_run", [HANDLE], STATUS),
+    ("tk_bench_samples", [HANDLE, c_int, P(c_double), c_int64], STATUS64),
+    ("tk_bench_result", [HANDLE, c_int, c_int, P(c_double)], STATUS),
+    ("tk_bench_write_receipt", [HANDLE, c_char_p], STATUS),
+    ("tk_median", [P(c_double), c_size_t], c_double),
+    ("tk_percentile", [P(c_double), c_size_t, c_double], c_double),
 ]
 
 
@@ -339,8 +373,8 @@ def _bind():
             MISSING.append(name)
             continue
         fn.argtypes = argtypes
-        fn.restype = c_int if restype is STATUS else restype
-        if restype is STATUS:
+        fn.restype = {STATUS: c_int, STATUS64: c_int64}.get(restype, restype)
+        if restype in (STATUS, STATUS64):
             fn.errcheck = _check
         setattr(lib, name, fn)
         globals()[name] = fn

@@ -191,6 +191,61 @@ class Pipeline(unittest.TestCase):
         tk.tk_kernel_destroy(kernel)
 
 
+class Bench(unittest.TestCase):
+    """numpy is the reference for the summaries; a receipt json can read."""
+
+    def test_median_and_percentile_match_numpy_bit_for_bit(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy is not installed")
+        rng = np.random.default_rng(5)
+        for n in list(range(1, 12)) + [20, 37, 100]:
+            for scale in (1.0, 1e-3, 12345.678):
+                x = rng.exponential(scale, n)
+                buf = (ctypes.c_double * n)(*x)
+                self.assertEqual(tk.tk_median(buf, n), float(np.median(x)), (n, scale))
+                for q in (0, 1, 10, 25, 33.3, 50, 66.7, 90, 95, 99, 99.9, 100):
+                    got, want = tk.tk_percentile(buf, n, q), float(np.percentile(x, q))
+                    self.assertEqual(got.hex(), want.hex(), (n, scale, q))
+
+    def test_receipt(self):
+        import json
+        import tempfile
+        calls = []
+        run = tk.BENCH_FN(lambda user: calls.append("run") or 0)
+        host = ctypes.c_void_p()
+        tk.tk_device_host(ctypes.byref(host))
+        bench = ctypes.c_void_p()
+        tk.tk_bench_create(ctypes.byref(bench), host)
+        tk.tk_bench_set_boundary(bench, 'a Python "lambda", called back'.encode())
+        tk.tk_bench_set(bench, tk.TK_BENCH_REPEATS, 7)
+        self.assertEqual(tk.tk_bench_add(bench, b"lambda", host, tk.BENCH_FN(), run,
+                                         tk.BENCH_FN(), None), 0)
+        tk.tk_bench_run(bench)
+        self.assertEqual(len(calls), 5 + 7)
+        samples = (ctypes.c_double * 7)()
+        self.assertEqual(tk.tk_bench_samples(bench, 0, samples, 7), 7)
+        with self.assertRaises(tk.TilekernError) as cm:
+            tk.tk_bench_samples(bench, 3, samples, 7)
+        self.assertEqual(cm.exception.status, tk.TK_ERANGE)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "receipt.json")
+            tk.tk_bench_write_receipt(bench, path.encode())
+            with open(path) as f:
+                receipt = json.load(f)
+        self.assertEqual(receipt["boundary"], 'a Python "lambda", called back')
+        self.assertEqual(receipt["target"]["platform"], "cpu")
+        entry = receipt["entries"][0]
+        self.assertEqual(entry["samples_ms"], list(samples))
+        median = ctypes.c_double()
+        tk.tk_bench_result(bench, 0, tk.TK_BENCH_MEDIAN_MS, ctypes.byref(median))
+        self.assertEqual(entry["median_ms"], median.value)
+        self.assertEqual(entry["speedup"], 1.0)
+        tk.tk_bench_destroy(bench)
+        tk.tk_device_destroy(host)
+
+
 class MirrorsTheHeader(unittest.TestCase):
     def test_every_integer_constant(self):
         defines = re.findall(r"^#define\s+(TK_\w+)\s+(-?\d+)\b", header_text(), re.M)
