@@ -475,8 +475,9 @@ static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
                           tk_matrix *output)
 {
     if (tk_device_is_simulated(p->d))
-        return tk__fail(TK_ENOTARGET, "tk_pipeline_run: target mode needs a real device: "
-                        "\"%s\" is a simulated profile", tk_device_kind(p->d));
+        return tk__fail(TK_ENOTARGET, "tk_pipeline_run: a real target is required; "
+                        "simulation fallback is disabled (\"%s\" is a simulated profile)",
+                        tk_device_kind(p->d));
     if (strcmp(tk_device_platform(p->d), "cpu") != 0)
         return tk__fail(TK_ENOTARGET, "tk_pipeline_run: \"%s\" (%s) is driven by the caller, "
                         "not by the library", tk_device_kind(p->d),
@@ -498,9 +499,9 @@ static int tk__fits(tk_pipeline *p, int n, int64_t b_in, int64_t b_out, int dtyp
     if (rc)
         return tk__fail(rc, "tk_pipeline_run: %s", tk_last_error_message());
     if (br % lr || bc % lc)
-        return tk__fail(TK_ELAYOUT, "tk_pipeline_run: block %lldx%lld is not a multiple of "
-                        "the \"%s\" layout tile %lldx%lld", (long long)br, (long long)bc,
-                        tk_device_kind(p->d), (long long)lr, (long long)lc);
+        return tk__fail(TK_ELAYOUT, "tk_pipeline_run: pipeline blocks must be multiples of "
+                        "(%lld,%lld), the \"%s\" layout tile: got %lldx%lld", (long long)lr,
+                        (long long)lc, tk_device_kind(p->d), (long long)br, (long long)bc);
     if (!tk__mul(br * bc, es, &bytes) || !tk__mul(bytes, n * b_in + b_out, &p->onchip))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: on-chip bytes of %lldx%lld blocks "
                         "overflow", (long long)br, (long long)bc);
