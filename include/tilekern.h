@@ -424,8 +424,9 @@ TK_API int64_t tk_bench_samples(const tk_bench *b, int entry, double *out_ms,
 TK_API int tk_bench_result(const tk_bench *b, int entry, int stat, double *value);
 TK_API int tk_bench_write_receipt(const tk_bench *b, const char *path);
 
-/* numpy's np.median and np.percentile (method "linear"), bit for bit; NaN
- * for no data, a NaN sample, or a percent outside [0, 100]. */
+/* numpy's np.median and np.percentile (method "linear"), bit for bit (but
+ * the sign of a zero result when -0.0 and +0.0 are both present); NaN for
+ * no data, a NaN sample, or a percent outside [0, 100]. */
 TK_API double tk_median(const double *x, size_t n);
 TK_API double tk_percentile(const double *x, size_t n, double percent);
 

@@ -67,11 +67,17 @@ static double *tk__sorted(const char *fn, const double *x, size_t n)
 
 /* np.percentile's "linear" method on sorted data: the virtual index
  * (n - 1) * q, and numpy's two-sided lerp, which counts back from the upper
- * neighbour when the fraction is at least one half. */
+ * neighbour when the fraction is at least one half.  At or past the last
+ * index numpy takes the last value as both neighbours, with the fraction
+ * measured from index -1: kept, since it decides the sign of a zero. */
 static double tk__linear(const double *s, size_t n, double q)
 {
     double vi = (double)(n - 1) * q, lo = floor(vi), g = vi - lo;
-    size_t i = (size_t)lo, j = i + 1 < n ? i + 1 : n - 1;
+    size_t i = (size_t)lo, j = i + 1;
+    if (vi >= (double)(n - 1)) {
+        i = j = n - 1;
+        g = vi + 1.0;
+    }
     double a = s[i], d = s[j] - a;
     return g >= 0.5 ? s[j] - d * (1.0 - g) : a + d * g;
 }
@@ -81,8 +87,9 @@ double tk_median(const double *x, size_t n)
     double *s = tk__sorted("tk_median", x, n);
     if (!s)
         return NAN;
-    /* np.median: the middle value, or the mean of the middle two. */
-    double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2.0;
+    /* np.median: the mean of the middle value or values, a sum that starts
+     * from +0.0 (so a -0.0 middle comes out +0.0, as numpy's does). */
+    double m = n % 2 ? 0.0 + s[n / 2] : ((0.0 + s[n / 2 - 1]) + s[n / 2]) / 2.0;
     free(s);
     return m;
 }

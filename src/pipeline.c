@@ -40,7 +40,7 @@ struct tk_pipeline {
     int64_t param[6];   /* TK_PIPE_MODE .. TK_PIPE_FAULT */
     /* What the last run found; ran is false until a run got that far. */
     bool ran, modeled, checked;
-    char unmodeled[160];    /* why nothing was modeled */
+    char unmodeled[256];    /* why nothing was modeled */
     int64_t steps, copies_in, copies_out, bytes_in, bytes_out, onchip, padded;
     tk__race *races;
     int64_t n_races, races_cap;
@@ -426,7 +426,10 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
     if (!rc)
         rc = tk__bytes(output->rows, output->cols, es, &image_bytes);
     if (rc)
-        return tk__fail(rc, "tk_pipeline_run: the slots or the output image overflow");
+        return tk__fail(rc, "tk_pipeline_run: %lld slots of %lldx%lld f32, or a %lldx%lld "
+                        "output image, overflow", (long long)(n * b_in + b_out),
+                        (long long)p->t->block_rows, (long long)p->t->block_cols,
+                        (long long)output->rows, (long long)output->cols);
     float *slots = calloc(1, slot_bytes);   /* a faulty schedule may read unwritten slots */
     unsigned char *image = malloc(image_bytes);
     if (!slots || !image) {
@@ -496,8 +499,11 @@ static int tk__fits(tk_pipeline *p, int n, int64_t b_in, int64_t b_out, int dtyp
         rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_COLS, &lc);
     if (!rc)
         rc = tk_device_get(p->d, TK_DEVICE_ONCHIP_LIMIT_BYTES, &limit);
-    if (rc)
-        return tk__fail(rc, "tk_pipeline_run: %s", tk_last_error_message());
+    if (rc) {   /* tk_device_get's words name the figure; keep them */
+        char why[256];
+        snprintf(why, sizeof why, "%s", tk_last_error_message());
+        return tk__fail(rc, "tk_pipeline_run: %s", why);
+    }
     if (br % lr || bc % lc)
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: pipeline blocks must be multiples of "
                         "(%lld,%lld), the \"%s\" layout tile: got %lldx%lld", (long long)lr,
@@ -551,9 +557,11 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
         p->copies_in += s.op[i].kind == TK__IN_START;
         p->copies_out += s.op[i].kind == TK__OUT_START;
     }
-    /* Blocks are whole (area <= padded elements): no overflow below. */
-    p->bytes_in = p->copies_in * area * es;
-    p->bytes_out = p->copies_out * area * es;
+    int64_t block_bytes = area * es;   /* no overflow: tk__fits computed it */
+    if (!tk__mul(p->copies_in, block_bytes, &p->bytes_in) ||
+        !tk__mul(p->copies_out, block_bytes, &p->bytes_out))
+        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: %lld copies of %lld bytes overflow",
+                        (long long)p->copies_in, (long long)block_bytes);
     p->ran = true;
     p->checked = tk__param(p, TK_PIPE_DETECT_RACES);
     if (p->checked && (rc = tk__check(p, n, b_in, b_out)))

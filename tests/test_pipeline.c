@@ -368,6 +368,27 @@ Test(pipeline, blocks_must_be_layout_tiles)
     rig_close(&g);
 }
 
+/* A device that does not know its layout tile or on-chip limit cannot be
+ * checked: TK_ESTATE, in the device's own words. */
+Test(pipeline, unknown_device_figures)
+{
+    struct rig g;
+    rig_open(&g, "TPU v4", TK_DTYPE_F32, 16, 256, 8, 128);
+    tk_device *mystery;
+    tkt_expect_status(tk_device_external(&mystery, "tpu", "Mystery chip"), TK_OK);
+    tk_pipeline *p;
+    tkt_expect_status(tk_pipeline_create(&p, g.k, g.t, mystery), TK_OK);
+    tkt_expect_status(tk_pipeline_run(p, g.in, g.out), TK_ESTATE);
+    cr_assert(strstr(tk_last_error_message(), "tk_pipeline_run: tk_device_get: "
+                                              "TK_DEVICE_LAYOUT_ROWS"),
+              "%s", tk_last_error_message());
+    cr_assert(strstr(tk_last_error_message(), "Mystery chip"), "%s", tk_last_error_message());
+    expect_unchanged(&g, "unknown figures");
+    tk_pipeline_destroy(p);
+    tk_device_destroy(mystery);
+    rig_close(&g);
+}
+
 Test(pipeline, shift_inwards_and_bad_arguments_are_refused)
 {
     struct rig g;

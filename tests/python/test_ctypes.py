@@ -208,6 +208,15 @@ class Bench(unittest.TestCase):
                 for q in (0, 1, 10, 25, 33.3, 50, 66.7, 90, 95, 99, 99.9, 100):
                     got, want = tk.tk_percentile(buf, n, q), float(np.percentile(x, q))
                     self.assertEqual(got.hex(), want.hex(), (n, scale, q))
+        # The sign of a zero, and infinities (numpy's NaN from inf - inf).
+        for x in ([-0.0], [-0.0, -0.0], [-1.0, -0.0, 1.0], [float("inf")],
+                  [-float("inf"), float("inf")], [1.0, float("inf"), 2.0]):
+            buf = (ctypes.c_double * len(x))(*x)
+            with np.errstate(invalid="ignore"):
+                self.assertEqual(repr(tk.tk_median(buf, len(x))), repr(float(np.median(x))), x)
+                for q in (0, 50, 90, 100):
+                    self.assertEqual(repr(tk.tk_percentile(buf, len(x), q)),
+                                     repr(float(np.percentile(x, q))), (x, q))
 
     def test_receipt(self):
         import json
