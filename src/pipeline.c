@@ -137,17 +137,26 @@ typedef struct {
     int64_t n, cap;
 } tk__ops;
 
+/* a itself, or a larger copy when it holds n of *cap elements already
+ * (doubling from `first`); NULL, with a unchanged, when memory runs out. */
+static void *tk__room(void *a, int64_t *cap, int64_t n, size_t size, int64_t first)
+{
+    if (n < *cap)
+        return a;
+    int64_t c = *cap ? 2 * *cap : first;
+    void *grown = realloc(a, (size_t)c * size);
+    if (grown)
+        *cap = c;
+    return grown;
+}
+
 static bool tk__emit(tk__ops *s, int kind, int operand, int64_t block, int64_t step,
                      int64_t slot)
 {
-    if (s->n == s->cap) {
-        int64_t cap = s->cap ? 2 * s->cap : 64;
-        tk__op *op = realloc(s->op, (size_t)cap * sizeof *op);
-        if (!op)
-            return false;
-        s->op = op;
-        s->cap = cap;
-    }
+    tk__op *op = tk__room(s->op, &s->cap, s->n, sizeof *op, 64);
+    if (!op)
+        return false;
+    s->op = op;
     s->op[s->n++] = (tk__op){kind, operand, block, step, slot};
     return true;
 }
@@ -212,14 +221,10 @@ typedef struct {
 
 static bool tk__race_add(tk_pipeline *p, int64_t step, int64_t slot, int operand, int kind)
 {
-    if (p->n_races == p->races_cap) {
-        int64_t cap = p->races_cap ? 2 * p->races_cap : 16;
-        tk__race *r = realloc(p->races, (size_t)cap * sizeof *r);
-        if (!r)
-            return false;
-        p->races = r;
-        p->races_cap = cap;
-    }
+    tk__race *r = tk__room(p->races, &p->races_cap, p->n_races, sizeof *r, 16);
+    if (!r)
+        return false;
+    p->races = r;
     p->races[p->n_races++] = (tk__race){step, slot, operand, kind};
     return true;
 }
