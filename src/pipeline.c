@@ -216,7 +216,8 @@ static bool tk__schedule(tk__ops *s, int n, int64_t steps, int64_t b_in, int64_t
 
 typedef struct {
     int64_t block;     /* -1: empty */
-    bool in_flight, consumed;
+    bool in_flight;
+    bool consumed;     /* input: its body has run; output: copied out */
 } tk__slot;
 
 static bool tk__race_add(tk_pipeline *p, int64_t step, int64_t slot, int operand, int kind)
@@ -266,7 +267,7 @@ static int tk__check(tk_pipeline *p, int n, int64_t b_in, int64_t b_out)
             if (ok && s->in_flight)
                 ok = tk__race_add(p, o->step, o->block % b_out, TK_OPERAND_OUTPUT,
                                   TK_HAZARD_UNWAITED_WRITE);
-            s->consumed = false;   /* for an output slot: written, not yet copied */
+            s->consumed = false;   /* written, not yet copied out */
             s->block = o->block;
             break;
         case TK__OUT_START:
