@@ -424,16 +424,6 @@ int tk_bench_result(const tk_bench *b, int entry, int stat, double *value)
 
 /* ---- receipt ------------------------------------------------------------------ */
 
-static void tk__jnum(FILE *f, double v)
-{
-    char s[32];
-    if (isfinite(v))
-        tk__repr(v, s);
-    else
-        strcpy(s, "null");
-    fputs(s, f);
-}
-
 int tk_bench_write_receipt(const tk_bench *b, const char *path)
 {
     int rc = tk__entry_check("tk_bench_write_receipt", b, 0);
@@ -474,12 +464,12 @@ int tk_bench_write_receipt(const tk_bench *b, const char *path)
             double v = NAN;
             rc = tk_bench_result(b, i, stats[s].stat, &v);
             fprintf(f, ", \"%s\": ", stats[s].name);
-            tk__jnum(f, v);
+            fputs(tk__jn(v).s, f);
         }
         fprintf(f, ",\n     \"samples_ms\": [");
         for (int64_t k = 0; k < b->e[i].n; k++) {
             fputs(k ? ", " : "", f);
-            tk__jnum(f, b->e[i].ms[k]);
+            fputs(tk__jn(b->e[i].ms[k]).s, f);
         }
         fprintf(f, "]}");
     }

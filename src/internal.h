@@ -220,4 +220,9 @@ void tk__repr(double v, char *buf);
 /* s as a JSON string literal, quotes included, for text a caller gave. */
 void tk__json_string(FILE *f, const char *s);
 
+/* v as a JSON number, tk__repr's digits; JSON has no NaN or Inf, so those
+ * become null. */
+typedef struct { char s[32]; } tk__num;
+tk__num tk__jn(double v);
+
 #endif

@@ -1,6 +1,7 @@
 /* report.c - the audit's text table, JSON document and SVG chart, the
  * shortest round-trip number printer they share with tk_compare_format, and
- * the JSON string writer of the pipeline trace and the bench receipt. */
+ * the JSON string and number writers of the pipeline trace and the bench
+ * receipt. */
 #include "internal.h"
 
 #include <errno.h>
@@ -120,7 +121,6 @@ static void tk__sb_add(tk__sb *b, const char *fmt, ...)
 }
 
 /* A number for a report: Python-style shortest decimal. */
-typedef struct { char s[32]; } tk__num;
 static tk__num tk__n(double v)
 {
     tk__num n;
@@ -128,8 +128,7 @@ static tk__num tk__n(double v)
     return n;
 }
 
-/* JSON has no NaN or Inf: those become null. */
-static tk__num tk__jn(double v)
+tk__num tk__jn(double v)
 {
     tk__num n;
     if (isfinite(v))
