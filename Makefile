@@ -49,7 +49,7 @@ RPATH = -Wl,-rpath,$(abspath $(L))
 CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 .PHONY: all examples check run bench install uninstall clean lint-man abi-check \
-        abi-baseline sanitize deps tests clang-build
+        abi-baseline sanitize deps tests clang-build python
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -129,9 +129,19 @@ sanitize:
 clang-build:
 	@$(MAKE) --no-print-directory CC=clang B=build/clang L=build/clang/lib all
 
-bench: $(BENCHES)
+# The Python layer's cost: its C candidate as a shared object for ctypes.
+$(B)/bench/libcandidate.so: bench/candidate.c $(HDR) $(L)/libtilekern.so | $(B)/bench
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -o $@ $< -L$(L) -ltilekern $(RPATH) $(LDLIBS)
+
+bench: $(BENCHES) $(B)/bench/libcandidate.so
 	@fail=0; for b in $(BENCHES); do $$b || fail=1; done; \
+	    py=$$(tools/venv $(B)) && $$py bench/bench_python.py $(B)/bench/libcandidate.so || fail=1; \
 	    [ $$fail -eq 0 ] || { echo "bench: a ratio is over its limit (see above)"; exit 1; }
+
+# The Python package installed into $(B)/venv with its test dependencies.
+python:
+	@tools/venv $(B)
+
 
 # --- install -------------------------------------------------------------------
 
@@ -159,4 +169,4 @@ uninstall:
 	    $(addprefix $(DESTDIR)$(mandir)/man7/,$(notdir $(MAN7)))
 
 clean:
-	rm -rf build lib report
+	rm -rf build lib report python/build python/*.egg-info

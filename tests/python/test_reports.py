@@ -1,65 +1,25 @@
 """The audit's report files parse: JSON with json, SVG with xml.etree, and
-the text table carries every column.  The audit runs through ctypes on the
-committed fixtures, and the main job (build/examples/audit) is run too.
-
-The library is $TK_LIBRARY or lib/libtilekern.so.0 under the repository root.
-"""
-import ctypes
+the text table carries every column.  The audit runs through the package on
+the committed fixtures, and the main job (build/examples/audit and
+examples/python/audit.py) is run too."""
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import tilekern as tk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
-LIBRARY = os.environ.get("TK_LIBRARY") or os.path.join(ROOT, "lib", "libtilekern.so.0")
 SHAPES = [(1, 1), (8, 128), (9, 129), (17, 257)]
 # The seed's recorded bfloat16 gaps: the specification.
 SEED_BF16_GAPS = [0.000862419605255127, 0.025217056274414062,
                   0.030788421630859375, 0.0292205810546875]
 SVG = "{http://www.w3.org/2000/svg}"
-
-TK_DTYPE_F32, TK_DTYPE_BF16 = 1, 2
-TK_AUDIT_IMPL_MAX_ABS, TK_AUDIT_GAP_MAX_ABS = 701, 704
-TK_AUDIT_GAP_INPUT_MAX_ABS, TK_AUDIT_GAP_OUTPUT_MAX_ABS = 706, 707
-TK_AUDIT_SCALE = 712
-TK_REPORT_TEXT, TK_REPORT_JSON, TK_REPORT_SVG = 1, 2, 3
-
-CANDIDATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
-                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
-
-
-def load_library():
-    lib = ctypes.CDLL(LIBRARY)
-    vp, i64 = ctypes.c_void_p, ctypes.c_int64
-    table = [
-        ("tk_kernel_axpy", [ctypes.POINTER(vp), ctypes.c_float], ctypes.c_int),
-        ("tk_kernel_destroy", [vp], None),
-        ("tk_kernel_run", [vp, vp, ctypes.POINTER(vp), vp], ctypes.c_int),
-        ("tk_tiling_create", [ctypes.POINTER(vp), i64, i64, i64, i64], ctypes.c_int),
-        ("tk_tiling_destroy", [vp], None),
-        ("tk_matrix_rows", [vp], i64),
-        ("tk_matrix_cols", [vp], i64),
-        ("tk_audit_create", [ctypes.POINTER(vp), vp], ctypes.c_int),
-        ("tk_audit_destroy", [vp], None),
-        ("tk_audit_set_candidate", [vp, CANDIDATE, vp], ctypes.c_int),
-        ("tk_audit_add_case", [vp, ctypes.c_int, i64, i64,
-                               ctypes.POINTER(ctypes.POINTER(ctypes.c_float))],
-         ctypes.c_int),
-        ("tk_audit_run", [vp], ctypes.c_int),
-        ("tk_audit_result", [vp, i64, ctypes.c_int, ctypes.POINTER(ctypes.c_double)],
-         ctypes.c_int),
-        ("tk_audit_write_report", [vp, ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
-        ("tk_last_error_message", [], ctypes.c_char_p),
-    ]
-    for name, argtypes, restype in table:
-        fn = getattr(lib, name)
-        fn.argtypes, fn.restype = argtypes, restype
-    return lib
 
 
 def bf16(a):
@@ -76,59 +36,33 @@ def fixture(name):
 class AuditReports(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        lib = cls.lib = load_library()
         cls.tmp = tempfile.TemporaryDirectory()
-        kernel, audit = ctypes.c_void_p(), ctypes.c_void_p()
-        cls.check(lib.tk_kernel_axpy(ctypes.byref(kernel), 2.0))
-        cls.check(lib.tk_audit_create(ctypes.byref(audit), kernel))
+        kernel = tk.Kernel.axpy(2.0)
 
-        def host(user, inputs, output):
-            tiling = ctypes.c_void_p()
-            rc = lib.tk_tiling_create(ctypes.byref(tiling), lib.tk_matrix_rows(output),
-                                      lib.tk_matrix_cols(output), 8, 128)
-            if rc == 0:
-                rc = lib.tk_kernel_run(kernel, tiling, inputs, output)
-            lib.tk_tiling_destroy(tiling)
-            return rc
+        def host(x, y):
+            with tk.Tiling(*x.shape, 8, 128) as t:
+                return kernel.run(t, [x, y])
 
-        cls.callback = CANDIDATE(host)
-        cls.check(lib.tk_audit_set_candidate(audit, cls.callback, None))
+        audit = tk.Audit(kernel, host)
         cls.data = []
         for rows, cols in SHAPES:
             x = fixture(f"seed42_x_{rows}x{cols}.npy")
             y = fixture(f"seed42_y_{rows}x{cols}.npy")
             cls.data.append((x, y))
-            ptrs = (ctypes.POINTER(ctypes.c_float) * 2)(
-                x.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
-                y.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
-            for dtype in (TK_DTYPE_F32, TK_DTYPE_BF16):
-                cls.check(lib.tk_audit_add_case(audit, dtype, rows, cols, ptrs))
-        cls.check(lib.tk_audit_run(audit))
+            for dtype in ("float32", "bfloat16"):
+                audit.add_case(dtype, [x, y])
+        assert audit.run()
         cls.paths = {}
-        for fmt, ext in ((TK_REPORT_TEXT, "txt"), (TK_REPORT_JSON, "json"),
-                         (TK_REPORT_SVG, "svg")):
-            path = os.path.join(cls.tmp.name, "audit." + ext)
-            cls.check(lib.tk_audit_write_report(audit, path.encode(), fmt))
-            cls.paths[ext] = path
-        cls.results = {}
-        for i in range(8):
-            for metric in (TK_AUDIT_IMPL_MAX_ABS, TK_AUDIT_GAP_MAX_ABS,
-                           TK_AUDIT_GAP_INPUT_MAX_ABS, TK_AUDIT_GAP_OUTPUT_MAX_ABS,
-                           TK_AUDIT_SCALE):
-                value = ctypes.c_double()
-                cls.check(lib.tk_audit_result(audit, i, metric, ctypes.byref(value)))
-                cls.results[i, metric] = value.value
-        lib.tk_audit_destroy(audit)
-        lib.tk_kernel_destroy(kernel)
+        for ext in ("txt", "json", "svg"):
+            cls.paths[ext] = os.path.join(cls.tmp.name, "audit." + ext)
+            audit.write_report(cls.paths[ext])
+        cls.results = audit.results
+        audit.close()
+        kernel.close()
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
-
-    @classmethod
-    def check(cls, rc):
-        if rc != 0:
-            raise AssertionError(f"status {rc}: {cls.lib.tk_last_error_message().decode()}")
 
     def test_json_parses_with_every_number(self):
         with open(self.paths["json"]) as f:
@@ -153,12 +87,12 @@ class AuditReports(unittest.TestCase):
             self.assertIs(impl["passed"], True)
             self.assertEqual(impl["diagnosis"], "not-run")
             # Every number round-trips: JSON equals tk_audit_result exactly.
-            self.assertEqual(gap["max_abs"], self.results[i, TK_AUDIT_GAP_MAX_ABS])
+            self.assertEqual(gap["max_abs"], self.results[i].gap_max_abs)
             self.assertEqual(gap["input_representation_max_abs"],
-                             self.results[i, TK_AUDIT_GAP_INPUT_MAX_ABS])
+                             self.results[i].gap_input_max_abs)
             self.assertEqual(gap["output_cast_max_abs"],
-                             self.results[i, TK_AUDIT_GAP_OUTPUT_MAX_ABS])
-            self.assertEqual(case["scale"], self.results[i, TK_AUDIT_SCALE])
+                             self.results[i].gap_output_max_abs)
+            self.assertEqual(case["scale"], self.results[i].scale)
             want_tol = {"atol": 1e-05, "rtol": 0.016 if i % 2 else 1.3e-06}
             self.assertEqual(gap["tolerance"], want_tol)
             self.assertIsInstance(gap["max_rel"], float)
@@ -174,12 +108,12 @@ class AuditReports(unittest.TestCase):
             actual = bf16(t)
             i = 2 * s + 1
             self.assertEqual(float(np.max(np.abs(actual - ideal))),
-                             self.results[i, TK_AUDIT_GAP_MAX_ABS])
+                             self.results[i].gap_max_abs)
             self.assertEqual(float(np.max(np.abs(t - ideal))),
-                             self.results[i, TK_AUDIT_GAP_INPUT_MAX_ABS])
+                             self.results[i].gap_input_max_abs)
             self.assertEqual(float(np.max(np.abs(actual - t))),
-                             self.results[i, TK_AUDIT_GAP_OUTPUT_MAX_ABS])
-            self.assertEqual(float(np.max(np.abs(ideal))), self.results[i, TK_AUDIT_SCALE])
+                             self.results[i].gap_output_max_abs)
+            self.assertEqual(float(np.max(np.abs(ideal))), self.results[i].scale)
 
     def test_svg_is_the_seed_figure(self):
         root = ET.parse(self.paths["svg"]).getroot()
@@ -216,7 +150,7 @@ class AuditReports(unittest.TestCase):
             self.assertEqual(" ".join(cells[1:4]), "{} x {}".format(*SHAPES[i // 2]))
             self.assertEqual(cells[4], "bfloat16" if i % 2 else "float32")
             self.assertIn("PASS", cells)
-            self.assertIn(repr(self.results[i, TK_AUDIT_GAP_MAX_ABS]), cells)
+            self.assertIn(repr(self.results[i].gap_max_abs), cells)
         self.assertIn("implementation: 8 of 8 cases match the represented-input oracle",
                       lines)
 
@@ -248,6 +182,21 @@ class MainJob(unittest.TestCase):
             with open(os.path.join(cwd, "report", "audit.json")) as f:
                 self.assertEqual(json.load(f)["schema"], "tilekern.audit/1")
             ET.parse(os.path.join(cwd, "report", "audit.svg"))
+
+    def test_the_python_main_job_prints_the_same_lines(self):
+        exe = os.path.join(ROOT, "build", "examples", "audit")
+        script = os.path.join(ROOT, "examples", "python", "audit.py")
+        with tempfile.TemporaryDirectory() as c_dir, tempfile.TemporaryDirectory() as py_dir:
+            c = subprocess.run([exe, FIXTURES], cwd=c_dir, capture_output=True, text=True,
+                               timeout=60)
+            py = subprocess.run([sys.executable, script, FIXTURES], cwd=py_dir,
+                                capture_output=True, text=True, timeout=120)
+            self.assertEqual(py.returncode, 0, py.stdout + py.stderr)
+            self.assertEqual(py.stdout, c.stdout)
+            for name in ("audit.txt", "audit.json", "audit.svg"):
+                with open(os.path.join(c_dir, "report", name), "rb") as f, \
+                        open(os.path.join(py_dir, "report", name), "rb") as g:
+                    self.assertEqual(g.read(), f.read(), name)
 
 
 if __name__ == "__main__":

@@ -1,36 +1,30 @@
-"""ctypes binding for libtilekern.
+"""The ctypes layer: finds and loads libtilekern, binds every C function from
+one table of (name, argtypes, restype), mirrors the header's constants, and
+turns negative statuses into exceptions.
 
-Every function of include/tilekern.h is listed once in FUNCTIONS as
-(name, argtypes, restype).  Handles are c_void_p.  Functions whose restype is
-STATUS return an int status: a negative one raises TilekernError carrying the
-status, its name and tk_strerror + ": " + tk_last_error_message().
+Users never need this module; the classes of the package wrap it.  It is
+importable as ``tilekern._ffi`` for the odd call the classes do not cover.
 
-The library is found through $TK_LIBRARY, then lib/libtilekern.so.0 of the
-repository this file sits in, then ctypes.util.find_library("tilekern").
-A function the loaded library does not export (an older build) is left out;
-using it raises AttributeError naming it.
-
-    import tilekern as tk
-    with tk.Matrix.from_numpy(array, tk.TK_DTYPE_BF16) as m:
-        m.save_npy("x.npy")
-
-numpy is optional: only the Matrix numpy conversions need it.
+Where the library comes from, first match wins:
+ 1. ``$TK_LIBRARY``, a path to ``libtilekern.so.0`` (an explicit override);
+ 2. the path recorded when the package was built: the copy bundled inside the
+    package by ``pip install ./python``, or the installed library named by
+    ``TK_LIBRARY`` at build time;
+ 3. the system's loader (``ctypes.util.find_library("tilekern")``).
 """
 import ctypes
 import ctypes.util
 import os
+import threading
 
-try:
-    import numpy
-except ImportError:  # numpy is optional
-    numpy = None
+from . import errors
+
+# The library version this package was written for: older ones lack calls
+# the package makes; a different major version has a different ABI.
+REQUIRED_VERSION = (0, 2, 0)
 
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
-TK_VERSION_MAJOR = 0
-TK_VERSION_MINOR = 2
-TK_VERSION_PATCH = 0
-TK_VERSION_NUMBER = TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH
 
 TK_OK = 0
 TK_EINVAL = -1
@@ -201,7 +195,7 @@ class STATUS64:
 
 
 BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_int64, c_int64,
-                           P(P(c_float)), P(c_float))
+                           P(c_void_p), c_void_p)
 CANDIDATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_void_p), c_void_p)
 BENCH_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 
@@ -316,103 +310,222 @@ FUNCTIONS = [
 ]
 
 
-class TilekernError(Exception):
-    """A negative status from libtilekern."""
-
-    def __init__(self, status, name, message):
-        super().__init__(f"{name}: {message}")
-        self.status, self.name, self.message = status, name, message
+_STATUS_RESTYPES = {STATUS: c_int, STATUS64: c_int64}
 
 
-def _find_library():
+def _candidates():
     env = os.environ.get("TK_LIBRARY")
     if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.join(here, os.pardir, os.pardir, "lib", "libtilekern.so.0")
-    if os.path.exists(repo):
-        return os.path.normpath(repo)
+        yield env, "$TK_LIBRARY"
+    try:
+        from ._library import RECORDED
+    except ImportError:
+        RECORDED = None
+    if RECORDED:
+        here = os.path.dirname(os.path.abspath(__file__))
+        yield os.path.join(here, RECORDED), "the path recorded at install time"
     found = ctypes.util.find_library("tilekern")
     if found:
-        return found
-    raise OSError("libtilekern not found: set TK_LIBRARY, run `make` in the "
-                  "repository, or install it (ctypes.util.find_library failed)")
+        yield found, "the system's library path"
 
 
-LIBRARY_PATH = _find_library()
-_cdll = ctypes.CDLL(LIBRARY_PATH)
-MISSING = []  # table entries the loaded library does not export
+def _load():
+    tried = []
+    for path, origin in _candidates():
+        try:
+            cdll = ctypes.CDLL(path)
+        except OSError as e:
+            if origin == "$TK_LIBRARY":  # an explicit choice never falls back
+                raise ImportError(f"tilekern: cannot load {path} ($TK_LIBRARY): {e}") from None
+            tried.append(f"{path} ({origin}): {e}")
+            continue
+        return cdll, path
+    raise ImportError("tilekern: libtilekern.so.0 was not found; tried: "
+                      + ("; ".join(tried) if tried else "nothing: no $TK_LIBRARY, no "
+                         "recorded path, and the system's loader knows no libtilekern")
+                      + ". Install the package with `pip install ./python` from the "
+                      "repository, or set TK_LIBRARY to the library's path.")
+
+
+_cdll, LIBRARY_PATH = _load()
+
+
+def _check_version():
+    try:
+        number = _cdll.tk_version_number
+    except AttributeError:
+        raise ImportError(f"tilekern: {LIBRARY_PATH} is not libtilekern "
+                          "(it has no tk_version_number)") from None
+    number.restype = ctypes.c_uint
+    v = number()
+    have = (v // 10000, v // 100 % 100, v % 100)
+    need = REQUIRED_VERSION
+    if have[0] != need[0] or have < need:
+        raise ImportError("tilekern: %s is libtilekern %d.%d.%d; this package needs "
+                          "%d.%d.%d or a later %d.x release" % ((LIBRARY_PATH,) + have
+                                                                 + need + (need[0],)))
+    return have
+
+
+LIBRARY_VERSION = _check_version()
+
+
+def _text(raw):
+    return raw.decode("utf-8", "replace") if raw is not None else None
+
+
+def error_for(status):
+    """The exception for a negative status, with the thread's message."""
+    return errors.from_status(status, _text(lib.tk_strerror(status)),
+                              _text(lib.tk_last_error_message()))
+
+
+def _check(result, func, args):
+    if result < 0:
+        raise error_for(result)
+    return result
 
 
 class _Functions:
-    """The bound functions as attributes (also exported at module level)."""
-
-    def __getattr__(self, name):
-        if name in MISSING:
-            raise AttributeError(f"{name} is in the binding table but not exported by "
-                                 f"{LIBRARY_PATH} (a library older than this binding?)")
-        raise AttributeError(f"libtilekern has no function {name!r}")
+    """The bound C functions as attributes."""
 
 
 lib = _Functions()
 
 
-def _check(result, func, args):
-    if result < 0:
-        raise TilekernError(result, lib.tk_status_name(result).decode(),
-                            lib.tk_strerror(result).decode() + ": "
-                            + lib.tk_last_error_message().decode())
-    return result
+def _checked(fn):
+    """fn, refusing a closed handle with StateError before ctypes sees it
+    (ctypes would turn any error raised while converting an argument into
+    ctypes.ArgumentError)."""
+    def call(*args):
+        for a in args:
+            if getattr(a, "_closing", False):
+                raise errors.StateError(f"this {type(a).__name__} is closed")
+        return fn(*args)
+    call.__name__ = call.__qualname__ = fn.__name__
+    return call
 
 
 def _bind():
     for name, argtypes, restype in FUNCTIONS:
-        try:
-            fn = getattr(_cdll, name)
-        except AttributeError:
-            MISSING.append(name)
-            continue
+        fn = getattr(_cdll, name)  # the version check makes every name present
         fn.argtypes = argtypes
-        fn.restype = {STATUS: c_int, STATUS64: c_int64}.get(restype, restype)
-        if restype in (STATUS, STATUS64):
+        fn.restype = _STATUS_RESTYPES.get(restype, restype)
+        if restype in _STATUS_RESTYPES:
             fn.errcheck = _check
-        setattr(lib, name, fn)
-        globals()[name] = fn
+        setattr(lib, name, _checked(fn))
 
 
 _bind()
+errors._DESCRIPTIONS.update({s: _text(lib.tk_strerror(s)) for s in errors._CLASSES})
 
 
-def __getattr__(name):
-    """Module attributes not defined: a missing function says why."""
-    if name.startswith("tk_"):
-        return getattr(lib, name)
-    raise AttributeError(f"module 'tilekern' has no attribute {name!r}")
+# ---- Python callbacks -----------------------------------------------------------
+#
+# A Python callback never lets an exception reach ctypes (which would print it
+# and return 0, as if the callback had succeeded).  The trampoline stores the
+# exception in the innermost guard of the calling thread and returns non-zero,
+# so the C call fails with TK_ECALLBACK; the guard then re-raises the stored
+# exception itself, chained to the library's error.
+
+_local = threading.local()
 
 
-# ---- context managers ---------------------------------------------------------
+class CallbackGuard:
+    """Wraps one C call that may run Python callbacks (a context manager)."""
 
-_NUMPY_DTYPES = {TK_DTYPE_F32: "<f4", TK_DTYPE_BF16: "<u2", TK_DTYPE_I32: "<i4"}
+    def __init__(self):
+        self.error = None
+
+    def __enter__(self):
+        stack = getattr(_local, "guards", None)
+        if stack is None:
+            stack = _local.guards = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, kind, value, tb):
+        _local.guards.pop()
+        error, self.error = self.error, None
+        if error is None:
+            return False
+        if isinstance(value, errors.TilekernError):
+            raise error from value
+        # The C call returned success although a callback raised (a caller
+        # that ignores failures): the exception still reaches the user.
+        raise error
 
 
-def _need_numpy():
-    if numpy is None:
-        raise RuntimeError("this Matrix method needs numpy, which is not installed")
+def trampoline(fn, ctype):
+    """A ctypes callback of type ctype around fn: a Python exception becomes a
+    failure (1) recorded for the innermost CallbackGuard of this thread; fn's
+    return value is ignored, its returning is success (0)."""
+
+    def call(*args):
+        stack = getattr(_local, "guards", None)
+        guard = stack[-1] if stack else None
+        if guard is not None and guard.error is not None:
+            return 1  # an earlier callback of this call failed: stop quickly
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: B902 - KeyboardInterrupt included
+            if guard is None:
+                raise
+            guard.error = e
+            return 1
+        return 0
+
+    return ctype(call)
+
+
+def path_arg(path):
+    """str, bytes or os.PathLike, as the bytes the C library takes."""
+    return os.fsencode(os.fspath(path))
 
 
 class Handle:
-    """Owns one handle and destroys it on close() or leaving a `with` block."""
+    """Owns one C handle: close() (idempotent), a context manager, and the
+    Python objects of the handles it refers to (its parents) kept alive.
+
+    The C library keeps pointers to parents (a pipeline to its kernel, tiling
+    and device), so a parent closed while a child still uses it is destroyed
+    only after its last child: close() means "I am done with it"."""
 
     _destroy = None  # name of the tk_*_destroy function
 
-    def __init__(self, handle):
-        self.handle = c_void_p(handle)
+    def __init__(self, handle, parents=()):
+        self._h = handle
+        self._parents = tuple(p for p in parents if p is not None)
+        self._holders = 0
+        self._closing = False
         self._free = getattr(lib, self._destroy)  # kept for __del__ at exit
+        for p in self._parents:
+            p._holders += 1
 
-    def close(self):
-        if self.handle.value is not None:
-            self._free(self.handle)
-            self.handle = c_void_p()
+    @property
+    def _as_parameter_(self):
+        return ctypes.c_void_p(self._h)  # the bound functions refuse closed handles
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._closing
+
+    def close(self) -> None:
+        """Release the handle (again: no-op).  Children keep it until they go."""
+        if not self._closing:
+            self._closing = True
+            self._release()
+
+    def _release(self):
+        if not (self._closing and self._holders == 0 and self._h):
+            return
+        self._free(ctypes.c_void_p(self._h))
+        self._h = None
+        parents, self._parents = self._parents, ()
+        for p in parents:
+            p._holders -= 1
+            p._release()
 
     def __enter__(self):
         return self
@@ -421,79 +534,61 @@ class Handle:
         self.close()
 
     def __del__(self):
-        self.close()
-
-    @property
-    def _as_parameter_(self):
-        """Lets a Handle be passed wherever the table expects a handle."""
-        return self.handle
+        if getattr(self, "_free", None) is not None:
+            self.close()
 
 
-class Matrix(Handle):
-    """A tk_matrix: create it, load or save .npy, convert from/to numpy."""
+def new_handle(create, *args):
+    """Call tk_*_create(&out, *args) and return the new handle (an int)."""
+    out = ctypes.c_void_p()
+    create(ctypes.byref(out), *args)
+    return out.value
 
-    _destroy = "tk_matrix_destroy"
 
-    @classmethod
-    def create(cls, dtype, rows, cols):
-        out = c_void_p()
-        lib.tk_matrix_create(ctypes.byref(out), dtype, rows, cols)
-        return cls(out.value)
+def get_param(getter, handle, param):
+    value = c_int64()
+    getter(handle, param, ctypes.byref(value))
+    return value.value
 
-    @classmethod
-    def load_npy(cls, path):
-        out = c_void_p()
-        lib.tk_matrix_load_npy(ctypes.byref(out), os.fsencode(path))
-        return cls(out.value)
 
-    @classmethod
-    def from_numpy(cls, array, dtype=None):
-        """Copy a 2-D array.  float32 data is represented in `dtype`
-        (TK_DTYPE_F32 by default, or TK_DTYPE_BF16); uint16 arrays are taken
-        as bf16 bits and int32 arrays as TK_DTYPE_I32, stored as they are."""
-        _need_numpy()
-        array = numpy.asarray(array)
-        if array.ndim != 2:
-            raise ValueError(f"a 2-D array is needed, not shape {array.shape}")
-        rows, cols = array.shape
-        if array.dtype == numpy.float32 and dtype in (None, TK_DTYPE_F32, TK_DTYPE_BF16):
-            src = numpy.ascontiguousarray(array)
-            out = c_void_p()
-            lib.tk_matrix_from_f32(ctypes.byref(out), dtype or TK_DTYPE_F32, rows, cols,
-                               src.ctypes.data_as(P(c_float)), cols)
-            return cls(out.value)
-        stored = {numpy.dtype(numpy.uint16): TK_DTYPE_BF16,
-                  numpy.dtype(numpy.int32): TK_DTYPE_I32}.get(array.dtype)
-        if stored is None or dtype not in (None, stored):
-            raise TypeError(f"cannot store a {array.dtype} array as dtype {dtype}")
-        m = cls.create(stored, rows, cols)
-        src = numpy.ascontiguousarray(array, dtype=_NUMPY_DTYPES[stored])
-        ctypes.memmove(m.data, src.ctypes.data, src.nbytes)
-        return m
+def param(prefix, code, doc, values=None, readonly=False, kind=int):
+    """A property over tk_<prefix>_get/_set of one integer parameter.  values
+    maps Python names to the parameter's codes (an enum parameter); kind is
+    int or bool."""
+    names = {v: k for k, v in values.items()} if values else None
 
-    def save_npy(self, path):
-        lib.tk_matrix_save_npy(self, os.fsencode(path))
+    def fget(self):
+        raw = get_param(getattr(lib, f"tk_{prefix}_get"), self, code)
+        return names.get(raw, raw) if names else kind(raw)
 
-    def to_numpy(self):
-        """A copy of the stored elements (bf16 as uint16 bits)."""
-        _need_numpy()
-        dt = numpy.dtype(_NUMPY_DTYPES[self.dtype])
-        rows, cols, stride = self.rows, self.cols, self.row_stride
-        buf = (ctypes.c_char * (dt.itemsize * ((rows - 1) * stride + cols))).from_address(
-            self.data)
-        view = numpy.ndarray((rows, cols), dt, buf, strides=(stride * dt.itemsize,
-                                                             dt.itemsize))
-        return view.copy()
+    def fset(self, value):
+        getattr(lib, f"tk_{prefix}_set")(self, code, encode(value, values, doc))
 
-    def to_f32(self):
-        """The elements promoted to float32 (F32 and BF16 matrices)."""
-        _need_numpy()
-        out = numpy.empty((self.rows, self.cols), numpy.float32)
-        lib.tk_matrix_to_f32(self, out.ctypes.data_as(P(c_float)), self.cols)
-        return out
+    return property(fget, None if readonly else fset, doc=doc)
 
-    dtype = property(lambda self: lib.tk_matrix_dtype(self))
-    rows = property(lambda self: lib.tk_matrix_rows(self))
-    cols = property(lambda self: lib.tk_matrix_cols(self))
-    row_stride = property(lambda self: lib.tk_matrix_row_stride(self))
-    data = property(lambda self: lib.tk_matrix_data(self))
+
+def encode(value, values, what):
+    """A parameter value as the int the library takes: a name from values,
+    or an int (bools are 0 and 1)."""
+    if values and isinstance(value, str):
+        if value not in values:
+            raise errors.InvalidArgumentError(
+                f"{what}: {value!r} is not one of {', '.join(map(repr, values))}")
+        return values[value]
+    if isinstance(value, bool) or isinstance(value, int):
+        return int(value)
+    raise errors.InvalidArgumentError(f"{what}: {value!r} is not "
+                                      + ("a name or an int" if values else "an int"))
+
+
+def text(raw):
+    """A C string as str (None stays None)."""
+    return _text(raw)
+
+
+def handle_array(handles):
+    """A C array of handles (for const tk_matrix *const *)."""
+    for h in handles:
+        if h._closing:
+            raise errors.StateError(f"this {type(h).__name__} is closed")
+    return (c_void_p * max(len(handles), 1))(*[h._as_parameter_.value for h in handles])

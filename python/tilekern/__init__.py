@@ -1,0 +1,44 @@
+"""tilekern: libtilekern for Python.
+
+Prove a custom kernel correct across shapes and dtypes, and time it only on
+a real target::
+
+    import numpy as np, tilekern as tk
+
+    def candidate(x, y):                 # any callable: numpy, jax.jit, Pallas
+        return (np.float32(2) * x + y).astype(x.dtype)
+
+    result = tk.audit(candidate, tk.Kernel.axpy(2.0),
+                      shapes=[(8, 128), (17, 257)], dtypes=["float32", "bfloat16"])
+    print(result.summary())
+
+Classes: Matrix (zero-copy over numpy), Tiling, Kernel, Device, Pipeline,
+Compare, Audit, Bench; errors are TilekernError and one subclass per status.
+The shared library is found as tilekern._ffi explains; ``tilekern.LIBRARY_PATH``
+says which file was loaded.
+"""
+from . import errors
+from ._ffi import LIBRARY_PATH, LIBRARY_VERSION, REQUIRED_VERSION, lib
+from .audit import Audit, AuditResult, CaseResult, audit, rounding_counterexample
+from .bench import Bench, BenchResult, amdahl, benchmark, median, percentile
+from .compare import Compare
+from .device import Device
+from .errors import *  # noqa: F401,F403 - the exception classes
+from .kernel import Kernel
+from .matrix import DTYPES, Matrix, bf16_from_f32, bf16_to_f32, ulp_distance
+from .pipeline import Hazard, Pipeline
+from .tiling import Tiling
+
+__version__ = "%d.%d.%d" % LIBRARY_VERSION
+
+
+def version() -> str:
+    """The loaded library's version string."""
+    return lib.tk_version_string().decode()
+
+
+__all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "CaseResult", "Compare",
+           "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
+           "Tiling", "amdahl", "audit", "benchmark", "bf16_from_f32", "bf16_to_f32",
+           "median", "percentile", "rounding_counterexample", "ulp_distance",
+           "version"] + errors.__all__

@@ -1,0 +1,274 @@
+"""Audit: a candidate against the represented-input oracle (implementation
+error: zero for a correct kernel under the contract) and, kept apart, the
+precision gap against the original float32 data."""
+import ctypes
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _ffi, errors
+from ._ffi import lib
+from .kernel import Kernel
+from .matrix import dtype_code, dtype_name, view_of
+
+__all__ = ["Audit", "CaseResult", "AuditResult", "audit", "REPORT_FORMATS",
+           "rounding_counterexample"]
+
+REPORT_FORMATS = {"text": _ffi.TK_REPORT_TEXT, "json": _ffi.TK_REPORT_JSON,
+                  "svg": _ffi.TK_REPORT_SVG}
+_SUFFIXES = {".txt": "text", ".json": "json", ".svg": "svg"}
+_METRICS = {
+    "impl_max_abs": _ffi.TK_AUDIT_IMPL_MAX_ABS, "impl_max_ulp": _ffi.TK_AUDIT_IMPL_MAX_ULP,
+    "impl_mismatches": _ffi.TK_AUDIT_IMPL_MISMATCHES,
+    "gap_max_abs": _ffi.TK_AUDIT_GAP_MAX_ABS, "gap_max_rel": _ffi.TK_AUDIT_GAP_MAX_REL,
+    "gap_input_max_abs": _ffi.TK_AUDIT_GAP_INPUT_MAX_ABS,
+    "gap_output_max_abs": _ffi.TK_AUDIT_GAP_OUTPUT_MAX_ABS,
+    "passed": _ffi.TK_AUDIT_PASSED, "gap_passed": _ffi.TK_AUDIT_GAP_PASSED,
+    "gap_atol": _ffi.TK_AUDIT_GAP_ATOL, "gap_rtol": _ffi.TK_AUDIT_GAP_RTOL,
+    "gap_mismatches": _ffi.TK_AUDIT_GAP_MISMATCHES, "scale": _ffi.TK_AUDIT_SCALE,
+    "diagnosis": _ffi.TK_AUDIT_DIAGNOSIS}
+_INTS = {"impl_max_ulp", "impl_mismatches", "gap_mismatches"}
+_BOOLS = {"passed", "gap_passed"}
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case of an audit run.
+
+    passed is the implementation verdict against the represented-input
+    oracle (impl_*); gap_* is the precision gap against the original f32
+    data, split into its input-representation and output-cast parts;
+    diagnosis names the rounding schedule that explains a failing
+    candidate ("not-run" when it passed)."""
+    index: int
+    rows: int
+    cols: int
+    dtype: str
+    passed: bool
+    impl_max_abs: float
+    impl_max_ulp: int
+    impl_mismatches: int
+    gap_max_abs: float
+    gap_max_rel: float
+    gap_input_max_abs: float
+    gap_output_max_abs: float
+    gap_passed: bool
+    gap_atol: float
+    gap_rtol: float
+    gap_mismatches: int
+    scale: float
+    diagnosis: str
+
+
+def _takes_out(fn) -> bool:
+    try:
+        p = inspect.signature(fn).parameters.get("out")
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return False
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+
+def _candidate_trampoline(fn, n_inputs):
+    """Calls fn(*inputs) with read-only numpy views of the stored inputs and
+    copies what it returns into the output, which must match its shape and
+    dtype exactly (a float32 result for a bfloat16 case is refused, not cast:
+    the cast is part of what is audited).  A candidate with an `out`
+    parameter is handed the output array to write instead, saving the copy;
+    returning out itself (or None) then means it was written."""
+    takes_out = _takes_out(fn)
+
+    def candidate(user, inputs, output):
+        views = [view_of(inputs[i], False) for i in range(n_inputs)]
+        out = view_of(output, True)
+        result = fn(*views, out=out) if takes_out else fn(*views)
+        if takes_out and (result is None or result is out):
+            return 0
+        result = np.asarray(result)
+        if result.shape != out.shape:
+            raise errors.ShapeError(f"the candidate returned shape {result.shape} for a "
+                                    f"{out.shape[0]}x{out.shape[1]} case")
+        if result.dtype != out.dtype and not (
+                result.dtype == np.uint16 and out.dtype.itemsize == 2):
+            raise errors.DtypeError(f"the candidate returned {result.dtype} for a "
+                                    f"{out.dtype} case")
+        np.copyto(out.view(result.dtype), result, casting="no")
+        return 0
+
+    return _ffi.trampoline(candidate, _ffi.CANDIDATE_FN)
+
+
+class Audit(_ffi.Handle):
+    """Audits candidates against the contract kernel over a list of cases.
+
+    The candidate is any callable taking the stored inputs of a case as
+    numpy arrays (float32, or ml_dtypes.bfloat16) and returning the output
+    as an array of the same shape and dtype: a numpy function, a jitted JAX
+    function, a Pallas kernel.  A candidate that has an ``out`` parameter
+    is given the output array to write (no copy).  The arrays it receives
+    are valid only during the call."""
+
+    _destroy = "tk_audit_destroy"
+
+    def __init__(self, contract: Kernel, candidate: Optional[Callable] = None):
+        super().__init__(_ffi.new_handle(lib.tk_audit_create, contract), (contract,))
+        self.contract = contract
+        self._n_inputs = contract.n_inputs
+        self._cb = None
+        if candidate is not None:
+            self.set_candidate(candidate)
+
+    def set_candidate(self, fn: Callable) -> None:
+        if not callable(fn):
+            raise errors.InvalidArgumentError(f"the candidate {fn!r} is not callable")
+        cb = _candidate_trampoline(fn, self._n_inputs)
+        lib.tk_audit_set_candidate(self, cb, None)
+        self._cb = cb  # the ctypes callback must live as long as the audit uses it
+
+    def set_gap_tolerance(self, dtype, atol: float, rtol: float) -> None:
+        """The tolerance of the precision gap for one dtype."""
+        lib.tk_audit_set_gap_tolerance(self, dtype_code(dtype), atol, rtol)
+
+    def add_case(self, dtype, originals: Sequence[np.ndarray]) -> int:
+        """A case: the original float32 data of every input (2-D, one shape),
+        represented in dtype by the audit.  Returns the case's index."""
+        n = self._n_inputs
+        arrays = [np.ascontiguousarray(o, dtype=np.float32) for o in originals]
+        if len(arrays) != n:
+            raise errors.InvalidArgumentError(f"the contract has {n} inputs, "
+                                              f"{len(arrays)} originals were given")
+        if any(a.ndim != 2 for a in arrays) or len({a.shape for a in arrays}) > 1:
+            raise errors.ShapeError("originals must be 2-D arrays of one shape, not "
+                                    + ", ".join(str(a.shape) for a in arrays))
+        rows, cols = arrays[0].shape if arrays else (0, 0)
+        ptrs = (ctypes.POINTER(ctypes.c_float) * max(n, 1))(
+            *[a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) for a in arrays])
+        lib.tk_audit_add_case(self, dtype_code(dtype), rows, cols, ptrs)
+        return self.cases - 1
+
+    @property
+    def cases(self) -> int:
+        """Number of cases added."""
+        return lib.tk_audit_case_count(self)
+
+    def run(self) -> bool:
+        """Audit every case; True when all pass the implementation check.  A
+        failing case is a result (see results), not an exception."""
+        try:
+            with _ffi.CallbackGuard():
+                lib.tk_audit_run(self)
+        except errors.MismatchError:
+            return False
+        return True
+
+    def result(self, index: int) -> CaseResult:
+        value = ctypes.c_double()
+        got = {}
+        for name, code in _METRICS.items():
+            lib.tk_audit_result(self, index, code, ctypes.byref(value))
+            got[name] = value.value
+        for name in _INTS:
+            got[name] = int(got[name])
+        for name in _BOOLS:
+            got[name] = bool(got[name])
+        got["diagnosis"] = _ffi.text(lib.tk_audit_schedule_name(int(got["diagnosis"])))
+        shape = []
+        for code in (_ffi.TK_AUDIT_ROWS, _ffi.TK_AUDIT_COLS, _ffi.TK_AUDIT_DTYPE):
+            lib.tk_audit_result(self, index, code, ctypes.byref(value))
+            shape.append(int(value.value))
+        return CaseResult(index, shape[0], shape[1], dtype_name(shape[2]), **got)
+
+    @property
+    def results(self) -> List[CaseResult]:
+        """Every case's result of the last complete run."""
+        return [self.result(i) for i in range(self.cases)]
+
+    def check_permutation(self, case: int, order: Sequence[int]) -> bool:
+        """Run the candidate on the case's rows jointly permuted by order;
+        True when the output rows come back permuted the same way."""
+        rows = (ctypes.c_int64 * max(len(order), 1))(*order)
+        try:
+            with _ffi.CallbackGuard():
+                lib.tk_audit_check_permutation(self, case, rows)
+        except errors.MismatchError:
+            return False
+        return True
+
+    def write_report(self, path, format: Optional[str] = None) -> None:
+        """The report of the last run as "text", "json" or "svg" (by default
+        from the file's suffix: .txt, .json, .svg)."""
+        if format is None:
+            suffix = os.path.splitext(os.fsdecode(os.fspath(path)))[1].lower()
+            if suffix not in _SUFFIXES:
+                raise errors.InvalidArgumentError(
+                    f"no report format for suffix {suffix!r}; pass format= one of "
+                    f"{', '.join(REPORT_FORMATS)}")
+            format = _SUFFIXES[suffix]
+        code = _ffi.encode(format, REPORT_FORMATS, "report format")
+        lib.tk_audit_write_report(self, _ffi.path_arg(path), code)
+
+
+@dataclass
+class AuditResult:
+    """What audit() found: the verdict over all cases, each case's result,
+    and the Audit itself (for reports and further checks)."""
+    passed: bool
+    cases: List[CaseResult]
+    audit: Audit
+
+    def write_report(self, path, format: Optional[str] = None) -> None:
+        self.audit.write_report(path, format)
+
+    def summary(self) -> str:
+        """One line per case: shape, dtype, verdict, gap and diagnosis."""
+        lines = []
+        for c in self.cases:
+            verdict = "passed" if c.passed else (
+                f"FAILED: {c.impl_mismatches} mismatches, max abs {c.impl_max_abs!r}, "
+                f"diagnosis {c.diagnosis}")
+            lines.append(f"{c.rows}x{c.cols} {c.dtype}: {verdict}; gap max abs "
+                         f"{c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, output "
+                         f"{c.gap_output_max_abs!r})")
+        return "\n".join(lines)
+
+
+def audit(candidate: Callable, contract: Optional[Kernel] = None,
+          shapes: Sequence[Tuple[int, int]] = ((8, 128), (9, 129), (17, 257)),
+          dtypes: Sequence[str] = ("float32", "bfloat16"),
+          originals: Optional[Callable] = None, seed: int = 0,
+          report=None) -> AuditResult:
+    """Audit candidate over every shape x dtype.
+
+    contract defaults to Kernel.axpy(2.0).  originals(shape, n_inputs) gives
+    the original float32 inputs of a shape (default: standard normal draws
+    from numpy.random.default_rng(seed)); every dtype of a shape uses the
+    same originals.  report is a path, or a sequence of paths, written in
+    the format of each suffix."""
+    if contract is None:
+        contract = Kernel.axpy(2.0)
+    rng = np.random.default_rng(seed)
+    draw = originals or (lambda shape, n: [rng.standard_normal(shape, np.float32)
+                                           for _ in range(n)])
+    a = Audit(contract, candidate)
+    for shape in shapes:
+        data = draw(tuple(shape), contract.n_inputs)
+        for dtype in dtypes:
+            a.add_case(dtype, data)
+    passed = a.run()
+    result = AuditResult(passed, a.results, a)
+    if report is not None:
+        for path in [report] if isinstance(report, (str, bytes, os.PathLike)) else report:
+            a.write_report(path)
+    return result
+
+
+def rounding_counterexample(dtype="bfloat16", first: float = 1.00390625,
+                            second: float = 0.00390625) -> Tuple[float, float]:
+    """(early, late): first rounded to dtype, plus second, cast; versus one
+    final cast of first + second."""
+    early, late = ctypes.c_float(), ctypes.c_float()
+    lib.tk_rounding_counterexample(dtype_code(dtype), first, second,
+                                   ctypes.byref(early), ctypes.byref(late))
+    return early.value, late.value

@@ -1,0 +1,102 @@
+"""Kernel: what is computed under the numeric contract (promote the stored
+inputs to f32, compute, cast once), run on the host over a Tiling."""
+import ctypes
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _ffi, errors
+from ._ffi import lib
+from .matrix import Matrix, as_matrix, numpy_dtype
+from .tiling import Tiling
+
+__all__ = ["Kernel", "BODIES", "f32_view"]
+
+BODIES = {"elementwise": _ffi.TK_BODY_ELEMENTWISE, "blockwise": _ffi.TK_BODY_BLOCKWISE}
+
+_F32 = np.dtype(np.float32)
+
+
+def f32_view(address: int, rows: int, cols: int, ld: int, writable: bool) -> np.ndarray:
+    """A rows x cols float32 array over C memory with leading dimension ld."""
+    buf = (ctypes.c_float * ((rows - 1) * ld + cols)).from_address(address)
+    view = np.ndarray((rows, cols), _F32, buf, strides=(4 * ld, 4))
+    if not writable:
+        view.flags.writeable = False
+    return view
+
+
+def _body_trampoline(fn, n_inputs):
+    def body(user, rows, cols, ld, inputs, output):
+        views = [f32_view(inputs[i], rows, cols, ld, False) for i in range(n_inputs)]
+        return fn(views, f32_view(output, rows, cols, ld, True))
+
+    return _ffi.trampoline(body, _ffi.BODY_FN)
+
+
+def prepare_io(inputs, output, shape, what):
+    """Wrap the inputs (and the output, allocated like the first input when
+    None) as matrices; returns (input matrices, output matrix, the output
+    object to hand back)."""
+    if isinstance(inputs, (np.ndarray, Matrix)):
+        raise errors.InvalidArgumentError(f"{what}: inputs is a sequence of arrays, not "
+                                          f"one array")
+    mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
+    if output is None:
+        code = lib.tk_matrix_dtype(mats[0]) if mats else _ffi.TK_DTYPE_F32
+        output = np.empty(shape, numpy_dtype(code))
+    return mats, as_matrix(output, "output"), output
+
+
+class Kernel(_ffi.Handle):
+    """A body and its numeric contract.
+
+    ``Kernel.axpy(alpha)`` is the built-in alpha*x + y; ``Kernel.custom(fn,
+    n_inputs)`` runs a Python body ``fn(inputs, output)`` that reads the
+    float32 views in the list inputs and writes the float32 view output,
+    each rows x cols of one tile.  An exception raised by fn stops the run,
+    leaves the output untouched and is raised again by the call that ran it."""
+
+    _destroy = "tk_kernel_destroy"
+
+    def __init__(self, handle, body_fn=None):
+        super().__init__(handle)
+        self._body_fn = body_fn  # the ctypes callback must outlive the kernel
+
+    @classmethod
+    def axpy(cls, alpha: float) -> "Kernel":
+        """alpha * x + y, separately rounded in f32, cast once."""
+        return cls(_ffi.new_handle(lib.tk_kernel_axpy, alpha))
+
+    @classmethod
+    def custom(cls, fn: Callable[[Sequence[np.ndarray], np.ndarray], None],
+               n_inputs: int, body: str = "elementwise") -> "Kernel":
+        """A Python body over n_inputs inputs.  body="elementwise" may be
+        called on any sub-rectangle; "blockwise" always sees one whole
+        zero-padded block, as a Pallas body does."""
+        if not callable(fn):
+            raise errors.InvalidArgumentError(f"the body {fn!r} is not callable")
+        if isinstance(n_inputs, bool) or not isinstance(n_inputs, int):
+            raise errors.InvalidArgumentError(f"n_inputs {n_inputs!r} is not an int")
+        cb = _body_trampoline(fn, n_inputs)
+        k = cls(_ffi.new_handle(lib.tk_kernel_custom, n_inputs, cb, None), cb)
+        k.body = body
+        return k
+
+    body = _ffi.param("kernel", _ffi.TK_KERNEL_BODY, "the body kind", BODIES)
+    n_inputs = _ffi.param("kernel", _ffi.TK_KERNEL_INPUTS, "number of inputs",
+                          readonly=True)
+
+    def run(self, tiling: Tiling, inputs, output=None):
+        """Run on the host over tiling.  inputs are numpy arrays or Matrix
+        objects of one dtype and the tiling's shape; output (an array or a
+        Matrix, allocated like the first input when None) is returned."""
+        mats, out, result = prepare_io(inputs, output, tiling.shape, "Kernel.run")
+        with _ffi.CallbackGuard():
+            lib.tk_kernel_run(self, tiling, _ffi.handle_array(mats), out)
+        return result
+
+    def __repr__(self):
+        if self.closed:
+            return "<tilekern.Kernel closed>"
+        return f"<tilekern.Kernel {self.body} with {self.n_inputs} input(s)>"

@@ -1,0 +1,284 @@
+"""Matrix: a tk_matrix, owned by the library or wrapping a numpy array
+without a copy; dtype names; the bfloat16 conversions."""
+import ctypes
+import os
+from typing import Optional, Union
+
+import numpy as np
+
+from . import _ffi, errors
+from ._ffi import lib
+
+try:
+    import ml_dtypes
+    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # uint16 bit arrays still work
+    ml_dtypes = None
+    BFLOAT16 = None
+
+__all__ = ["Matrix", "DTYPES", "bf16_from_f32", "bf16_to_f32", "ulp_distance"]
+
+DTYPES = {"float32": _ffi.TK_DTYPE_F32, "bfloat16": _ffi.TK_DTYPE_BF16,
+          "int32": _ffi.TK_DTYPE_I32}
+_NAMES = {code: name for name, code in DTYPES.items()}
+_ALIASES = {"f32": "float32", "bf16": "bfloat16", "i32": "int32"}
+_STORAGE = {_ffi.TK_DTYPE_F32: np.dtype("<f4"), _ffi.TK_DTYPE_BF16: np.dtype("<u2"),
+            _ffi.TK_DTYPE_I32: np.dtype("<i4")}
+
+DtypeLike = Union[str, np.dtype, type]
+ArrayOrMatrix = Union[np.ndarray, "Matrix"]
+
+
+def dtype_code(dtype: DtypeLike) -> int:
+    """The TK_DTYPE_* code of "float32", "bfloat16", "int32" (or f32, bf16,
+    i32, or the numpy / ml_dtypes dtype)."""
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype, dtype)
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    if name not in DTYPES:
+        raise errors.DtypeError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def dtype_name(code: int) -> str:
+    return _NAMES[code]
+
+
+def numpy_dtype(code: int, bits: bool = False) -> np.dtype:
+    """The numpy dtype of stored elements: ml_dtypes.bfloat16 for bfloat16
+    when available and bits is False, else uint16 bit patterns."""
+    if code == _ffi.TK_DTYPE_BF16 and BFLOAT16 is not None and not bits:
+        return BFLOAT16
+    return _STORAGE[code]
+
+
+def _array_code(array: np.ndarray, dtype: Optional[DtypeLike]) -> int:
+    """The dtype code a numpy array is stored as, checking it agrees."""
+    have = array.dtype
+    if BFLOAT16 is not None and have == BFLOAT16:
+        code = _ffi.TK_DTYPE_BF16
+    elif have == np.float32:
+        code = _ffi.TK_DTYPE_F32
+    elif have == np.int32:
+        code = _ffi.TK_DTYPE_I32
+    elif have == np.uint16:
+        code = None  # bfloat16 bits, when asked for
+    else:
+        raise errors.DtypeError(f"arrays of {have} cannot be wrapped: float32, int32 and "
+                                f"bfloat16 (ml_dtypes.bfloat16, or uint16 bits with "
+                                f"dtype='bfloat16') can")
+    if dtype is None:
+        if code is None:
+            raise errors.DtypeError("a uint16 array is taken as bfloat16 bits only with "
+                                    "dtype='bfloat16'")
+        return code
+    want = dtype_code(dtype)
+    if code == want or (code is None and want == _ffi.TK_DTYPE_BF16):
+        return want
+    raise errors.DtypeError(f"a {have} array cannot hold {dtype_name(want)} without a "
+                            f"copy")
+
+
+class Matrix(_ffi.Handle):
+    """A 2-D row-major array of float32, bfloat16 or int32.
+
+    ``Matrix.create`` allocates one, ``Matrix.wrap`` borrows a numpy array's
+    memory (no copy; the matrix keeps the array alive), ``Matrix.from_f32``
+    represents float32 data in a dtype, ``Matrix.load_npy`` reads a file."""
+
+    _destroy = "tk_matrix_destroy"
+
+    def __init__(self, handle, array=None, writable=True, parents=()):
+        super().__init__(handle, parents)
+        self._array = array  # the wrapped numpy array, kept alive
+        self._writable = writable
+
+    @classmethod
+    def create(cls, dtype: DtypeLike, rows: int, cols: int) -> "Matrix":
+        """A new matrix of rows x cols (contents unspecified)."""
+        return cls(_ffi.new_handle(lib.tk_matrix_create, dtype_code(dtype), rows, cols))
+
+    @classmethod
+    def wrap(cls, array: np.ndarray, dtype: Optional[DtypeLike] = None) -> "Matrix":
+        """Borrow a 2-D numpy array without copying.
+
+        float32, int32 and ml_dtypes.bfloat16 arrays give their own dtype; a
+        uint16 array is bfloat16 bits when ``dtype="bfloat16"``.  Rows may have
+        any stride as long as each row is contiguous; anything else (column
+        strides, negative strides, misaligned or big-endian data) is refused,
+        never read wrongly.  A read-only array may be wrapped but not written."""
+        if not isinstance(array, np.ndarray):
+            raise errors.InvalidArgumentError(
+                f"Matrix.wrap takes a numpy array, not {type(array).__name__}; use "
+                f"numpy.asarray first (which may copy)")
+        if array.ndim != 2:
+            raise errors.ShapeError(f"a 2-D array is needed, not shape {array.shape}")
+        code = _array_code(array, dtype)
+        rows, cols = array.shape
+        size = array.itemsize
+        row_bytes, col_bytes = array.strides
+        if cols > 1 and col_bytes != size:
+            raise errors.LayoutError(
+                f"rows must be contiguous: the column stride is {col_bytes} bytes, not "
+                f"{size}; pass numpy.ascontiguousarray(a) (a copy)")
+        if rows == 1:
+            row_bytes = cols * size
+        if row_bytes % size or row_bytes < cols * size:
+            raise errors.LayoutError(
+                f"the row stride of {row_bytes} bytes is not a whole number of "
+                f"{size}-byte elements at least {cols} long")
+        if array.ctypes.data % size:
+            raise errors.LayoutError(f"the data at 0x{array.ctypes.data:x} is not aligned "
+                                     f"to its {size}-byte elements")
+        handle = _ffi.new_handle(lib.tk_matrix_wrap, code, rows, cols, row_bytes // size,
+                                 ctypes.c_void_p(array.ctypes.data))
+        return cls(handle, array, array.flags.writeable)
+
+    @classmethod
+    def from_f32(cls, array, dtype: DtypeLike = "float32") -> "Matrix":
+        """A new matrix holding float32 data represented in dtype (bfloat16:
+        round to nearest even)."""
+        src = np.asarray(array)
+        if src.dtype != np.float32:
+            raise errors.DtypeError(f"from_f32 takes float32 data, not {src.dtype}")
+        if src.ndim != 2:
+            raise errors.ShapeError(f"a 2-D array is needed, not shape {src.shape}")
+        src = np.ascontiguousarray(src)
+        return cls(_ffi.new_handle(lib.tk_matrix_from_f32, dtype_code(dtype),
+                                   src.shape[0], src.shape[1],
+                                   src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                   src.shape[1]))
+
+    @classmethod
+    def load_npy(cls, path: Union[str, bytes, os.PathLike]) -> "Matrix":
+        """Read a 2-D .npy file (float32, int32, bfloat16 or uint16 bits)."""
+        return cls(_ffi.new_handle(lib.tk_matrix_load_npy, _ffi.path_arg(path)))
+
+    def save_npy(self, path: Union[str, bytes, os.PathLike]) -> None:
+        """Write the matrix as a .npy file."""
+        lib.tk_matrix_save_npy(self, _ffi.path_arg(path))
+
+    @property
+    def dtype(self) -> str:
+        """"float32", "bfloat16" or "int32"."""
+        return dtype_name(lib.tk_matrix_dtype(self))
+
+    @property
+    def rows(self) -> int:
+        return lib.tk_matrix_rows(self)
+
+    @property
+    def cols(self) -> int:
+        return lib.tk_matrix_cols(self)
+
+    @property
+    def shape(self) -> tuple:
+        return (self.rows, self.cols)
+
+    @property
+    def row_stride(self) -> int:
+        """Elements from one row's start to the next."""
+        return lib.tk_matrix_row_stride(self)
+
+    @property
+    def writable(self) -> bool:
+        """False for a matrix wrapping a read-only array."""
+        return self._writable
+
+    def to_numpy(self, copy: bool = False, bits: bool = False) -> np.ndarray:
+        """The stored elements as a numpy array.
+
+        By default a view of the matrix's memory (for a wrapped array, an
+        array over that same memory), which keeps the matrix alive; copy=True
+        gives an independent copy.  bfloat16 comes as ml_dtypes.bfloat16 when
+        that is installed, else (or with bits=True) as uint16 bit patterns."""
+        view = view_of(self, self._writable, bits)
+        if copy:
+            return view.copy()
+        # A view of the matrix's memory keeps the matrix (so the memory) alive.
+        view.base._owner = self
+        return view
+
+    def to_f32(self) -> np.ndarray:
+        """A new float32 array of the elements promoted (exactly) to f32."""
+        out = np.empty((self.rows, self.cols), np.float32)
+        lib.tk_matrix_to_f32(self, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                             self.cols)
+        return out
+
+    def __repr__(self):
+        if self.closed:
+            return "<tilekern.Matrix closed>"
+        return f"<tilekern.Matrix {self.rows}x{self.cols} {self.dtype}>"
+
+
+def view_of(handle, writable: bool, bits: bool = False) -> np.ndarray:
+    """A numpy array over the memory of a matrix handle (a Matrix or a raw
+    pointer value), valid while the matrix lives."""
+    h = handle if isinstance(handle, Matrix) else ctypes.c_void_p(handle)
+    dt = numpy_dtype(lib.tk_matrix_dtype(h), bits)
+    rows, cols, stride = lib.tk_matrix_rows(h), lib.tk_matrix_cols(h), \
+        lib.tk_matrix_row_stride(h)
+    buf = (ctypes.c_char * (dt.itemsize * ((rows - 1) * stride + cols))).from_address(
+        lib.tk_matrix_data(h))
+    view = np.ndarray((rows, cols), dt, buf, strides=(stride * dt.itemsize, dt.itemsize))
+    if not writable:
+        view.flags.writeable = False
+    return view
+
+
+def as_matrix(obj, role: str, dtype: Optional[DtypeLike] = None) -> Matrix:
+    """obj as a Matrix: a Matrix as it is, a numpy array wrapped (no copy).
+    role names the argument in messages; an "output" must be writable."""
+    if isinstance(obj, Matrix):
+        m = obj
+    elif isinstance(obj, np.ndarray):
+        m = Matrix.wrap(obj, dtype)
+    else:
+        raise errors.InvalidArgumentError(
+            f"{role} must be a numpy array or a tilekern.Matrix, not {type(obj).__name__}")
+    if role.startswith("output") and not m.writable:
+        raise errors.InvalidArgumentError(f"{role} wraps a read-only array")
+    return m
+
+
+def _f32(x):
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def bf16_from_f32(x):
+    """float32 -> bfloat16 bits (uint16), round to nearest even, NaN quiet
+    with its sign; a scalar gives an int, an array an array of its shape."""
+    if np.isscalar(x):
+        return lib.tk_bf16_from_f32(float(x))
+    src = _f32(x)
+    out = np.empty(src.shape, np.uint16)
+    lib.tk_bf16_from_f32_n(out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)),
+                           src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), src.size)
+    return out
+
+
+def bf16_to_f32(bits):
+    """bfloat16 bits (uint16, or ml_dtypes.bfloat16 values) -> float32, exact."""
+    if np.isscalar(bits) and not isinstance(bits, np.generic):
+        return lib.tk_bf16_to_f32(int(bits))
+    src = np.ascontiguousarray(bits)
+    if src.dtype != np.uint16:
+        if BFLOAT16 is None or src.dtype != BFLOAT16:
+            raise errors.DtypeError(f"bfloat16 bits are uint16, not {src.dtype}")
+        src = src.view(np.uint16)
+    if src.ndim == 0:
+        return lib.tk_bf16_to_f32(int(src))
+    out = np.empty(src.shape, np.float32)
+    lib.tk_bf16_to_f32_n(out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                         src.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), src.size)
+    return out
+
+
+def ulp_distance(dtype: DtypeLike, a: float, b: float) -> int:
+    """Units in the last place between a and b in dtype (2**64-1 for NaN)."""
+    return lib.tk_ulp_distance(dtype_code(dtype), a, b)

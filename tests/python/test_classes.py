@@ -1,0 +1,194 @@
+"""Every class: parameters by Python name, results by name, errors by class."""
+import json
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tilekern as tk
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def test_tiling_reads_like_pallas_grid():
+    with tk.Tiling(15, 255, 8, 128) as t:
+        assert (t.shape, t.block, t.grid, t.tiles) == ((15, 255), (8, 128), (2, 2), 4)
+        assert (t.padded_rows, t.padded_cols, t.padded_elements) == (16, 256, 4096)
+        assert t.tail == "mask"
+        assert t.tile(3) == (8, 128, 7, 127)
+        t.tail = "pad"
+        assert t.tail == "pad"
+        with pytest.raises(tk.InvalidArgumentError, match="'wrap' is not one of"):
+            t.tail = "wrap"
+        with pytest.raises(tk.RangeError, match="4"):
+            t.tile(4)
+        padded = t.pad(np.ones((15, 255), np.float32))
+        assert padded.shape == (16, 256)
+        assert padded.to_numpy()[15].sum() == 0
+        dst = np.zeros((15, 255), np.float32)
+        t.crop(padded, dst)
+        assert (dst == 1).all()
+    with pytest.raises(tk.InvalidArgumentError):
+        tk.Tiling(8, 8, 0, 8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("tail", ["mask", "pad", "shift_inwards"])
+def test_kernel_axpy_is_numpy_exactly(dtype, tail):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((17, 257), np.float32).astype(dtype)
+    y = rng.standard_normal((17, 257), np.float32).astype(dtype)
+    want = (np.float32(3) * x.astype(np.float32) + y.astype(np.float32)).astype(dtype)
+    with tk.Tiling(17, 257, 8, 128, tail=tail) as t, tk.Kernel.axpy(3.0) as k:
+        got = k.run(t, [x, y])
+    assert got.dtype == dtype
+    assert got.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
+
+
+def test_kernel_errors_by_class():
+    k = tk.Kernel.axpy(2.0)
+    t = tk.Tiling(8, 128, 8, 128)
+    f = np.ones((8, 128), np.float32)
+    with pytest.raises(tk.DtypeError):
+        k.run(t, [f, np.ones((8, 128), BF16)], f.copy())
+    with pytest.raises(tk.ShapeError):
+        k.run(t, [f, np.ones((8, 64), np.float32)], f.copy())
+    with pytest.raises(tk.InvalidArgumentError, match="sequence of arrays"):
+        k.run(t, f)
+    assert k.body == "elementwise" and k.n_inputs == 2
+    with pytest.raises(tk.InvalidArgumentError, match="not callable"):
+        tk.Kernel.custom(3, 1)
+
+
+def test_device_profiles_and_parameters():
+    assert "TPU v5 lite" in tk.Device.profiles()
+    with tk.Device.simulated("TPU v5 lite") as d:
+        assert d.is_simulated and d.platform == "tpu" and d.kind == "TPU v5 lite"
+        assert (d.layout_rows, d.layout_cols) == (8, 128)
+        d.copy_engines = 4
+        assert d.copy_engines == 4
+    with tk.Device.host() as h:
+        assert not h.is_simulated and h.platform == "cpu"
+    with pytest.raises(tk.InvalidArgumentError):
+        tk.Device.simulated("TPU v99")
+    with tk.Device.external("tpu", "TPU v5 lite") as e:
+        assert not e.is_simulated
+
+
+def test_pipeline_sweep_stats_trace_and_witnesses(tmp_path):
+    x = np.random.default_rng(4).standard_normal((15, 255), np.float32)
+    want = np.float32(2) * x + x
+    k, d = tk.Kernel.axpy(2.0), tk.Device.simulated("TPU v5 lite")
+    for block in ((8, 128), (16, 256)):
+        t = tk.Tiling(15, 255, *block)
+        for buffers in (2, 3):
+            p = tk.Pipeline(k, t, d, input_buffers=buffers)
+            assert p.input_buffers == buffers and p.mode == "simulate"
+            assert np.array_equal(p.run([x, x]), want)
+            s = p.stats
+            assert s["padded_elements"] == 4096 and s["hazards"] == 0
+            assert s["steps"] == t.tiles
+            assert p.hazards == []
+            p.write_trace(tmp_path / "trace.json")
+            trace = json.loads((tmp_path / "trace.json").read_text())
+            assert trace["otherData"]["timing"] == "modeled, not measured"
+    t = tk.Tiling(64, 128, 8, 128)
+    p = tk.Pipeline(k, t, tk.Device.simulated("TPU v4"), fault="skip_input_wait")
+    out = np.full((64, 128), 5.0, np.float32)
+    with pytest.raises(tk.RaceError, match="unwaited read"):
+        p.run([out[:], out[:]], out)
+    assert (out == 5.0).all()
+    h = p.hazards[0]
+    assert (h.step, h.operand, h.kind) == (4, 0, "unwaited read")
+    with pytest.raises(tk.InvalidArgumentError, match="no parameter 'buffers'"):
+        tk.Pipeline(k, t, d, buffers=2)
+    with pytest.raises(tk.InvalidArgumentError, match="no statistic"):
+        p.stat("speed")
+    with pytest.raises(tk.NotTargetError):
+        tk.Pipeline(k, t, d, mode="target").run([out, out])
+
+
+def test_compare_verdict_metrics_and_text():
+    a = np.float32([[1.0, 2.0], [3.0, 4.0]])
+    b = a.copy()
+    b[1, 0] = 3.5
+    c = tk.Compare("float32", atol=1e-3)
+    assert c.run(a, a) and c.result("passed") == 1.0
+    assert not c.run(b, a)
+    assert c.results["mismatches"] == 1
+    assert c.where("max_abs") == (1, 0, 3.5, 3.0)
+    assert "FAIL" in c.format()
+    c.nan_policy = "ignore"
+    assert c.nan_policy == "ignore"
+
+
+def test_audit_classes_verdicts_and_reports(tmp_path):
+    def early_rounding(x, y):
+        t = (np.float32(3) * x.astype(np.float32)).astype(x.dtype)
+        return (t.astype(np.float32) + y.astype(np.float32)).astype(x.dtype)
+
+    r = tk.audit(early_rounding, tk.Kernel.axpy(3.0), shapes=[(8, 128), (9, 129)],
+                 report=[tmp_path / "a.txt", tmp_path / "a.json", tmp_path / "a.svg"])
+    assert not r.passed
+    by = {(c.rows, c.dtype): c for c in r.cases}
+    assert by[8, "float32"].passed and by[8, "float32"].diagnosis == "not-run"
+    assert not by[8, "bfloat16"].passed
+    assert by[8, "bfloat16"].diagnosis == "early-rounding"
+    assert by[8, "bfloat16"].gap_max_abs > 0
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert doc["implementation_passed"] is False
+    assert "early-rounding" in r.summary()
+    with pytest.raises(tk.InvalidArgumentError, match="suffix"):
+        r.write_report(tmp_path / "a.pdf")
+    with pytest.raises(tk.StateError, match="no candidate"):
+        a = tk.Audit(tk.Kernel.axpy(2.0))
+        a.add_case("float32", [np.ones((1, 1), np.float32)] * 2)
+        a.run()
+    with pytest.raises(tk.InvalidArgumentError, match="2 inputs, 1 originals"):
+        a.add_case("float32", [np.ones((1, 1), np.float32)])
+
+
+def test_audit_permutation_check():
+    x = np.random.default_rng(5).standard_normal((9, 129), np.float32)
+    a = tk.Audit(tk.Kernel.axpy(2.0), lambda x, y: (np.float32(2) * x + y).astype(x.dtype))
+    a.add_case("float32", [x, x])
+    assert a.check_permutation(0, [8, 0, 7, 1, 6, 2, 5, 3, 4])
+    # A candidate that depends on the row order is caught.
+    a.set_candidate(lambda x, y: np.cumsum(x, axis=0, dtype=np.float32))
+    assert not a.check_permutation(0, [8, 0, 7, 1, 6, 2, 5, 3, 4])
+
+
+def test_bench_on_the_host_and_refused_on_a_simulation(tmp_path):
+    calls = []
+    with tk.Device.host() as host:
+        b = tk.Bench(host, repeats=7, warmups=2, boundary='a Python "lambda"')
+        assert b.add("lambda", lambda: calls.append("run")) == 0
+        b.add("other", lambda: calls.append("other"), compile=lambda: calls.append("c"))
+        b.run()
+        assert calls.count("run") == 2 + 7 and calls.count("c") == 1
+        r = b.result(0)
+        assert r.label == "lambda" and r.samples == 7 and r.speedup == 1.0
+        samples = b.samples(0)
+        assert len(samples) == 7 and r.median_ms == float(np.median(samples))
+        b.write_receipt(tmp_path / "receipt.json")
+        receipt = json.loads((tmp_path / "receipt.json").read_text())
+        assert receipt["boundary"] == 'a Python "lambda"'
+        assert receipt["entries"][0]["samples_ms"] == samples.tolist()
+        with pytest.raises(tk.RangeError):
+            b.result(3)
+    with pytest.raises(tk.NotTargetError, match="simulated"):
+        tk.Bench(tk.Device.simulated())
+    with pytest.raises(tk.InvalidArgumentError, match="sync"):
+        tk.Bench(tk.Device.external("tpu", "TPU v5 lite"), boundary="x").add(
+            "no sync", lambda: None)
+
+
+def test_benchmark_blocks_until_ready():
+    class Lazy:
+        done = 0
+
+        def block_until_ready(self):
+            Lazy.done += 1
+            return self
+
+    results = tk.benchmark({"lazy": Lazy}, sync="block_until_ready", repeats=5, warmups=1)
+    assert results["lazy"].samples == 5 and Lazy.done == 6
