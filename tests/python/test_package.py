@@ -58,7 +58,7 @@ def test_a_too_old_library_is_refused(tmp_path):
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     run = run_import("import tilekern", {"TK_LIBRARY": str(so)}, tmp_path)
     assert run.returncode != 0
-    assert "is libtilekern 0.1.9; this package needs 0.2.0" in run.stderr
+    assert "is libtilekern 0.1.9; this package needs 0.3.0" in run.stderr
 
 
 def test_every_integer_constant_mirrors_the_header():
@@ -162,3 +162,13 @@ def test_no_binding_lives_outside_the_package():
     assert not (ROOT / "examples" / "python" / "tilekern.py").exists()
     for script in (ROOT / "examples" / "python").glob("*.py"):
         assert "ctypes" not in script.read_text(), script
+
+
+def test_audit_jax_says_plainly_when_jax_is_missing(tmp_path):
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text("raise ImportError('no jax here')\n")
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "audit_jax.py")],
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0
+    assert run.stdout == "audit_jax: jax is not installed (no jax here); nothing audited\n"
