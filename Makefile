@@ -40,7 +40,7 @@ SRC  := $(sort $(wildcard src/*.c))
 OBJ  := $(SRC:src/%.c=$(B)/obj/%.o)
 TESTS := $(patsubst tests/%.c,$(B)/tests/%,$(sort $(wildcard tests/test_*.c)))
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
-BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(sort $(wildcard bench/*.c)))
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(sort $(filter-out bench/candidate.c,$(wildcard bench/*.c))))
 MAN3 := $(sort $(wildcard man/man3/*.3))
 MAN7 := $(sort $(wildcard man/man7/*.7))
 

@@ -28,7 +28,7 @@ extern "C" {
 
 /* The Makefile reads these three lines: keep their form. */
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 2
+#define TK_VERSION_MINOR 3
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER \
     (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
@@ -269,6 +269,87 @@ TK_API int tk_pipeline_race(const tk_pipeline *p, int64_t index, int64_t *step,
                             int64_t *slot, int *operand, int *kind);
 TK_API const char *tk_hazard_name(int kind);  /* "unwaited read", NULL if unknown */
 TK_API int tk_pipeline_write_trace(const tk_pipeline *p, const char *path);
+
+/*====================================================================
+ * tk_call: pallas_call's grid and BlockSpecs (index maps, revisited
+ * outputs, many operands), run on the host
+ *====================================================================*/
+
+typedef struct tk_call tk_call;
+
+#define TK_CALL_MAX_RANK 3
+#define TK_CALL_MAX_OPERANDS 16  /* inputs, and separately outputs */
+
+/* Operand kinds (tk_call_set_map). */
+#define TK_CALL_INPUT 1
+#define TK_CALL_OUTPUT 2
+
+/* Dimension semantics of a grid axis (tk_call_set_dimension). */
+#define TK_DIM_PARALLEL 1    /* no output block may be revisited along it */
+#define TK_DIM_ARBITRARY 2   /* default: steps in order, revisits allowed */
+
+/* Parameters (tk_call_set / tk_call_get). */
+#define TK_CALL_PAD 1001      /* read-write: a TK_PAD_* value, default zero */
+#define TK_CALL_RANK 1002     /* read-only from here on */
+#define TK_CALL_STEPS 1003
+#define TK_CALL_INPUTS 1004
+#define TK_CALL_OUTPUTS 1005
+
+/* What reads past an input's edge see. */
+#define TK_PAD_ZERO 1
+#define TK_PAD_NAN 2
+#define TK_PAD_VALUE 3   /* the value of tk_call_set_pad_value */
+
+/* What the body sees of one operand at one grid step.  size is
+ * sizeof(tk_block) of the library that filled it: fields are only ever
+ * added at the end, so a body checks size before reading a newer field. */
+typedef struct tk_block {
+    size_t size;
+    float *data;                  /* rows x cols f32, leading dimension ld */
+    int64_t ld;
+    int64_t rows, cols;           /* the block shape */
+    int64_t valid_rows, valid_cols; /* the part inside the logical shape */
+    int64_t block_row, block_col; /* the block index */
+    int64_t grid[TK_CALL_MAX_RANK]; /* this step's grid index (unused axes 0) */
+    int rank;
+    int operand;                  /* its index among the inputs or outputs */
+    int is_output;                /* 0 for an input (read only), 1 for an output */
+} tk_block;
+
+/* The body: blocks[0 .. inputs-1] are the inputs, then the outputs.  Return
+ * 0, or non-zero to stop the run with TK_ECALLBACK. */
+typedef int (*tk_call_body_fn)(void *user, tk_block *const *blocks, int n_blocks);
+/* An index map that affine maps cannot express: grid index -> block index. */
+typedef int (*tk_index_map_fn)(void *user, const int64_t *grid, int rank,
+                               int64_t *block_row, int64_t *block_col);
+
+TK_API int tk_call_create(tk_call **out, int rank, const int64_t *grid,
+                          tk_call_body_fn body, void *user);
+TK_API void tk_call_destroy(tk_call *c);
+/* map: 2 x (rank + 1) row-major, block_row = map[0..rank-1] . grid +
+ * map[rank], block_col likewise from the second row; NULL is the identity
+ * of a rank-2 grid.  Return the operand's index, or a negative status. */
+TK_API int tk_call_add_input(tk_call *c, int dtype, int64_t rows, int64_t cols,
+                             int64_t block_rows, int64_t block_cols,
+                             const int64_t *map);
+TK_API int tk_call_add_output(tk_call *c, int dtype, int64_t rows, int64_t cols,
+                              int64_t block_rows, int64_t block_cols,
+                              const int64_t *map);
+TK_API int tk_call_set_map(tk_call *c, int kind, int index, tk_index_map_fn fn,
+                           void *user);
+TK_API int tk_call_set_dimension(tk_call *c, int axis, int semantics);
+TK_API int tk_call_set(tk_call *c, int param, int64_t value);
+TK_API int tk_call_get(const tk_call *c, int param, int64_t *value);
+TK_API int tk_call_set_pad_value(tk_call *c, float value);
+TK_API int tk_call_run(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
+                       int n_outputs, tk_matrix *const *outputs);
+/* Run with zero and with NaN padding; *changed output elements differ
+ * (TK_EMISMATCH when any, the first named in the message). */
+TK_API int tk_call_check_padding(tk_call *c, int n_inputs,
+                                 const tk_matrix *const *inputs, int64_t *changed);
+/* TK_STAT_STEPS, _COPIES_IN, _COPIES_OUT, _COPIES_SKIPPED, _BYTES_IN,
+ * _BYTES_OUT of the last complete run. */
+TK_API int tk_call_stat(const tk_call *c, int stat, double *value);
 
 /*====================================================================
  * tk_compare: actual versus expected, with an explicit tolerance

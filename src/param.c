@@ -40,6 +40,11 @@ static const struct {
     {TK_BENCH_MAX_SECONDS, 0, 86400, true},
     {TK_BENCH_BASELINE, 0, INT32_MAX - 1, true},
     {TK_COMPARE_MAX_ULP, -1, INT64_MAX, true},
+    {TK_CALL_PAD, TK_PAD_ZERO, TK_PAD_VALUE, true},
+    {TK_CALL_RANK, 1, TK_CALL_MAX_RANK, false},
+    {TK_CALL_STEPS, 1, INT64_MAX, false},
+    {TK_CALL_INPUTS, 0, TK_CALL_MAX_OPERANDS, false},
+    {TK_CALL_OUTPUTS, 0, TK_CALL_MAX_OPERANDS, false},
     {TK_COMPARE_NAN_POLICY, TK_NAN_MATCH, TK_NAN_IGNORE, true},
 };
 

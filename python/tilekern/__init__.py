@@ -12,14 +12,15 @@ a real target::
                       shapes=[(8, 128), (17, 257)], dtypes=["float32", "bfloat16"])
     print(result.summary())
 
-Classes: Matrix (zero-copy over numpy), Tiling, Kernel, Device, Pipeline,
-Compare, Audit, Bench; errors are TilekernError and one subclass per status.
+Classes: Matrix (zero-copy over numpy), Tiling, Kernel, Call (pallas_call's
+grid and BlockSpecs), Device, Pipeline, Compare, Audit, Bench; errors are TilekernError and one subclass per status.
 The shared library is found as tilekern._ffi explains; ``tilekern.LIBRARY_PATH``
 says which file was loaded.
 """
 from . import errors
 from ._ffi import LIBRARY_PATH, LIBRARY_VERSION, REQUIRED_VERSION, lib
 from .audit import Audit, AuditResult, CaseResult, audit, rounding_counterexample
+from .call import BlockSpec, Call, Step
 from .bench import Bench, BenchResult, amdahl, benchmark, median, percentile
 from .compare import Compare
 from .device import Device
@@ -37,7 +38,8 @@ def version() -> str:
     return lib.tk_version_string().decode()
 
 
-__all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "CaseResult", "Compare",
+__all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "BlockSpec", "Call",
+           "CaseResult", "Compare", "Step",
            "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
            "Tiling", "amdahl", "audit", "benchmark", "bf16_from_f32", "bf16_to_f32",
            "median", "percentile", "rounding_counterexample", "ulp_distance",

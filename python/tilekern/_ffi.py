@@ -21,7 +21,7 @@ from . import errors
 
 # The library version this package was written for: older ones lack calls
 # the package makes; a different major version has a different ABI.
-REQUIRED_VERSION = (0, 2, 0)
+REQUIRED_VERSION = (0, 3, 0)
 
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
@@ -126,6 +126,21 @@ TK_BENCH_STDEV_MS = 817
 TK_BENCH_SAMPLES = 818
 TK_BENCH_SPEEDUP = 819
 
+TK_CALL_MAX_RANK = 3
+TK_CALL_MAX_OPERANDS = 16
+TK_CALL_INPUT = 1
+TK_CALL_OUTPUT = 2
+TK_DIM_PARALLEL = 1
+TK_DIM_ARBITRARY = 2
+TK_CALL_PAD = 1001
+TK_CALL_RANK = 1002
+TK_CALL_STEPS = 1003
+TK_CALL_INPUTS = 1004
+TK_CALL_OUTPUTS = 1005
+TK_PAD_ZERO = 1
+TK_PAD_NAN = 2
+TK_PAD_VALUE = 3
+
 TK_COMPARE_MAX_ULP = 601
 TK_COMPARE_NAN_POLICY = 602
 TK_NAN_MATCH = 1
@@ -199,6 +214,19 @@ BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_int64, c_int64,
 CANDIDATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_void_p), c_void_p)
 BENCH_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 
+
+class TK_BLOCK(ctypes.Structure):
+    """struct tk_block: what a tk_call body sees of one operand."""
+    _fields_ = [("size", c_size_t), ("data", c_void_p), ("ld", c_int64),
+                ("rows", c_int64), ("cols", c_int64), ("valid_rows", c_int64),
+                ("valid_cols", c_int64), ("block_row", c_int64), ("block_col", c_int64),
+                ("grid", c_int64 * 3), ("rank", c_int), ("operand", c_int),
+                ("is_output", c_int)]
+
+
+CALL_BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(P(TK_BLOCK)), c_int)
+INDEX_MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_int64), c_int, P(c_int64), P(c_int64))
+
 FUNCTIONS = [
     # status model
     ("tk_version_number", [], ctypes.c_uint),
@@ -267,6 +295,21 @@ FUNCTIONS = [
      STATUS),
     ("tk_hazard_name", [c_int], c_char_p),
     ("tk_pipeline_write_trace", [HANDLE, c_char_p], STATUS),
+    # tk_call
+    ("tk_call_create", [OUT, c_int, P(c_int64), CALL_BODY_FN, c_void_p], STATUS),
+    ("tk_call_destroy", [HANDLE], None),
+    ("tk_call_add_input", [HANDLE, c_int, c_int64, c_int64, c_int64, c_int64, P(c_int64)],
+     STATUS),
+    ("tk_call_add_output", [HANDLE, c_int, c_int64, c_int64, c_int64, c_int64, P(c_int64)],
+     STATUS),
+    ("tk_call_set_map", [HANDLE, c_int, c_int, INDEX_MAP_FN, c_void_p], STATUS),
+    ("tk_call_set_dimension", [HANDLE, c_int, c_int], STATUS),
+    ("tk_call_set", [HANDLE, c_int, c_int64], STATUS),
+    ("tk_call_get", [HANDLE, c_int, P(c_int64)], STATUS),
+    ("tk_call_set_pad_value", [HANDLE, c_float], STATUS),
+    ("tk_call_run", [HANDLE, c_int, P(c_void_p), c_int, P(c_void_p)], STATUS),
+    ("tk_call_check_padding", [HANDLE, c_int, P(c_void_p), P(c_int64)], STATUS),
+    ("tk_call_stat", [HANDLE, c_int, P(c_double)], STATUS),
     # tk_compare
     ("tk_compare_create", [OUT, c_int], STATUS),
     ("tk_compare_destroy", [HANDLE], None),

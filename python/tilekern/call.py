@@ -1,0 +1,177 @@
+"""Call: pallas_call's grid and BlockSpecs run on the host, with Pallas's
+TPU semantics (skipped copies, resident outputs, NaN-initialized outputs,
+padding fills, revisit checks)."""
+import ctypes
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _ffi, errors
+from ._ffi import lib
+from .kernel import f32_view
+from .matrix import as_matrix, dtype_code, numpy_dtype
+
+__all__ = ["Call", "BlockSpec", "Step", "DIMENSIONS", "PADS"]
+
+DIMENSIONS = {"parallel": _ffi.TK_DIM_PARALLEL, "arbitrary": _ffi.TK_DIM_ARBITRARY}
+PADS = {"zero": _ffi.TK_PAD_ZERO, "nan": _ffi.TK_PAD_NAN}
+_STATS = {"steps": _ffi.TK_STAT_STEPS, "copies_in": _ffi.TK_STAT_COPIES_IN,
+          "copies_out": _ffi.TK_STAT_COPIES_OUT,
+          "copies_skipped": _ffi.TK_STAT_COPIES_SKIPPED,
+          "bytes_in": _ffi.TK_STAT_BYTES_IN, "bytes_out": _ffi.TK_STAT_BYTES_OUT}
+
+
+class BlockSpec(NamedTuple):
+    """One operand: its logical shape, its block shape, its index map and
+    its dtype.  index_map takes the grid index (one int per axis) and gives
+    the block index (row, col), as in Pallas; an affine map can instead be
+    given as its 2 x (rank + 1) integer matrix (rows [A | b]), which runs
+    without calling back into Python."""
+    shape: Tuple[int, int]
+    block: Tuple[int, int]
+    index_map: object = None
+    dtype: str = "float32"
+
+
+class Step(NamedTuple):
+    """What the body learns of the step besides the blocks: the grid index,
+    and per operand (inputs, then outputs) its block index and the part of
+    the block inside the operand's logical shape."""
+    grid: Tuple[int, ...]
+    block_index: List[Tuple[int, int]]
+    valid: List[Tuple[int, int]]
+
+
+def _index_map_trampoline(fn):
+    def index_map(user, grid, rank, row, col):
+        r, c = fn(*[grid[a] for a in range(rank)])
+        row[0], col[0] = int(r), int(c)
+
+    return _ffi.trampoline(index_map, _ffi.INDEX_MAP_FN)
+
+
+def _body_trampoline(fn, n_in):
+    def body(user, blocks, n):
+        bs = [blocks[i][0] for i in range(n)]
+        refs = [f32_view(b.data, b.rows, b.cols, b.ld, i >= n_in) for i, b in enumerate(bs)]
+        rank = bs[0].rank
+        step = Step(tuple(bs[0].grid[a] for a in range(rank)),
+                    [(b.block_row, b.block_col) for b in bs],
+                    [(b.valid_rows, b.valid_cols) for b in bs])
+        fn(step, *refs)
+
+    return _ffi.trampoline(body, _ffi.CALL_BODY_FN)
+
+
+class Call(_ffi.Handle):
+    """pl.pallas_call's model: ``Call(grid, body, in_specs, out_specs)``.
+
+    body(step, *refs) gets one float32 block per operand, inputs (read only)
+    then outputs, each block_rows x block_cols; output blocks start as NaN
+    and must be initialized on their first visit (``if step.grid[2] == 0``
+    for a k-loop), as a Pallas kernel does with pl.when.  An exception in
+    the body or an index map stops the run, leaves the outputs untouched and
+    is raised again.  dimension_semantics names each axis "parallel" or
+    "arbitrary" (the default); pad is what reads past an input's edge see:
+    "zero" (default), "nan" or a float."""
+
+    _destroy = "tk_call_destroy"
+
+    def __init__(self, grid: Sequence[int], body: Callable, in_specs: Sequence[BlockSpec],
+                 out_specs: Sequence[BlockSpec],
+                 dimension_semantics: Optional[Sequence[str]] = None, pad="zero"):
+        if not callable(body):
+            raise errors.InvalidArgumentError(f"the body {body!r} is not callable")
+        grid = tuple(int(g) for g in grid)
+        cb = _body_trampoline(body, len(in_specs))
+        super().__init__(_ffi.new_handle(lib.tk_call_create, len(grid),
+                                         (ctypes.c_int64 * max(len(grid), 1))(*grid), cb,
+                                         None))
+        self._callbacks = [cb]  # kept alive as long as the call
+        self.grid = grid
+        self.in_specs, self.out_specs = list(in_specs), list(out_specs)
+        for kind, specs in ((_ffi.TK_CALL_INPUT, self.in_specs),
+                            (_ffi.TK_CALL_OUTPUT, self.out_specs)):
+            for spec in specs:
+                self._add(kind, spec)
+        for axis, name in enumerate(dimension_semantics or ()):
+            lib.tk_call_set_dimension(self, axis, _ffi.encode(name, DIMENSIONS,
+                                                              "dimension semantics"))
+        self.pad = pad
+
+    def _add(self, kind, spec):
+        spec = BlockSpec(*spec)
+        add = lib.tk_call_add_input if kind == _ffi.TK_CALL_INPUT else lib.tk_call_add_output
+        affine = None
+        if spec.index_map is not None and not callable(spec.index_map):
+            flat = np.asarray(spec.index_map, dtype=np.int64).ravel()
+            if flat.size != 2 * (len(self.grid) + 1):
+                raise errors.InvalidArgumentError(
+                    f"an affine index map of a rank-{len(self.grid)} grid has "
+                    f"{2 * (len(self.grid) + 1)} integers, not {flat.size}")
+            affine = (ctypes.c_int64 * flat.size)(*flat.tolist())
+        elif spec.index_map is None and len(self.grid) != 2:
+            raise errors.InvalidArgumentError("index_map=None is the identity of a rank-2 "
+                                              "grid only")
+        index = add(self, dtype_code(spec.dtype), *spec.shape, *spec.block,
+                    affine if affine is not None
+                    else (ctypes.c_int64 * 6)(1, 0, 0, 0, 1, 0) if len(self.grid) == 2
+                    else (ctypes.c_int64 * (2 * len(self.grid) + 2))())
+        if callable(spec.index_map):
+            cb = _index_map_trampoline(spec.index_map)
+            lib.tk_call_set_map(self, kind, index, cb, None)
+            self._callbacks.append(cb)
+
+    @property
+    def pad(self):
+        """"zero", "nan", or the float past-edge reads see."""
+        v = _ffi.get_param(lib.tk_call_get, self, _ffi.TK_CALL_PAD)
+        return {_ffi.TK_PAD_ZERO: "zero", _ffi.TK_PAD_NAN: "nan"}.get(v, self._pad_value)
+
+    @pad.setter
+    def pad(self, value):
+        if isinstance(value, str):
+            lib.tk_call_set(self, _ffi.TK_CALL_PAD, _ffi.encode(value, PADS, "pad"))
+        else:
+            lib.tk_call_set_pad_value(self, float(value))
+            self._pad_value = float(np.float32(value))
+
+    def _io(self, inputs, outputs):
+        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
+        if outputs is None:
+            outputs = [np.empty(s.shape, numpy_dtype(dtype_code(s.dtype)))
+                       for s in self.out_specs]
+        outs = [as_matrix(o, f"output {j}") for j, o in enumerate(outputs)]
+        return mats, outs, outputs
+
+    def run(self, inputs: Sequence, outputs: Optional[Sequence] = None) -> list:
+        """Run the grid over inputs (numpy arrays or Matrix objects) into
+        outputs (allocated from out_specs when None); returns the outputs."""
+        mats, outs, result = self._io(inputs, outputs)
+        with _ffi.CallbackGuard():
+            lib.tk_call_run(self, len(mats), _ffi.handle_array(mats), len(outs),
+                            _ffi.handle_array(outs))
+        return list(result)
+
+    def check_padding(self, inputs: Sequence) -> int:
+        """How many output elements differ between a run with zero padding
+        and one with NaN padding (0: nothing reads past an input's edge)."""
+        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
+        changed = ctypes.c_int64()
+        try:
+            with _ffi.CallbackGuard():
+                lib.tk_call_check_padding(self, len(mats), _ffi.handle_array(mats),
+                                          ctypes.byref(changed))
+        except errors.MismatchError:
+            pass  # the count is the answer
+        return changed.value
+
+    @property
+    def stats(self) -> dict:
+        """steps, copies_in, copies_out, copies_skipped, bytes_in, bytes_out
+        of the last complete run."""
+        out, value = {}, ctypes.c_double()
+        for name, code in _STATS.items():
+            lib.tk_call_stat(self, code, ctypes.byref(value))
+            out[name] = int(value.value)
+        return out

@@ -1,0 +1,726 @@
+/* call.c - tk_call: pallas_call's grid and BlockSpecs, run on the host.
+ *
+ * A grid of rank 1 to 3 runs in row-major order, last axis fastest.  Each
+ * operand has its own shape, dtype, block shape and index map (affine, or a
+ * callback).  Every block index of every step is computed and checked before
+ * anything runs, so a bad map, a revisit along a parallel axis or a
+ * non-consecutive revisit of an output block leaves the outputs untouched.
+ * Then, per step: an input block is promoted to f32 (padding filled past the
+ * operand's edge) only when its index differs from the previous step's; an
+ * output block starts as NaN, stays resident while its index repeats, and
+ * is cast once and written back (past-edge elements dropped) when the index
+ * changes or the grid ends.  The old contents of every block written back
+ * are kept, so a failing body leaves the outputs as they were. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tk__spec {
+    int dtype;
+    int64_t rows, cols, block_rows, block_cols;
+    int64_t grid_rows, grid_cols;           /* the operand's block grid */
+    int64_t map[2][TK_CALL_MAX_RANK + 1];   /* affine: A row, then b */
+    tk_index_map_fn fn;                     /* or this, when not NULL */
+    void *user;
+} tk__spec;
+
+struct tk_call {
+    int rank;
+    int64_t grid[TK_CALL_MAX_RANK];
+    int64_t steps;
+    int semantics[TK_CALL_MAX_RANK];
+    tk_call_body_fn body;
+    void *user;
+    int n_in, n_out;
+    tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
+    int pad;                   /* a TK_PAD_* value */
+    float pad_value;           /* for TK_PAD_VALUE */
+    bool ran;                  /* stats below are those of a complete run */
+    int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
+    /* The saved-output buffer, kept across runs (fresh pages would fault on
+     * each); work_busy hands it to one run at a time, others allocate. */
+    atomic_flag work_busy;
+    void *work;
+    size_t work_bytes;
+};
+
+static const char *tk__kind_name(int kind)
+{
+    return kind == TK_CALL_INPUT ? "input" : "output";
+}
+
+int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn body,
+                   void *user)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_call_create: out is NULL");
+    *out = NULL;
+    if (rank < 1 || rank > TK_CALL_MAX_RANK)
+        return tk__fail(TK_ERANGE, "tk_call_create: grid rank %d is outside [1, %d]", rank,
+                        TK_CALL_MAX_RANK);
+    if (!grid || !body)
+        return tk__fail(TK_EINVAL, "tk_call_create: %s is NULL", !grid ? "grid" : "body");
+    int64_t steps = 1;
+    for (int a = 0; a < rank; a++) {
+        if (grid[a] < 1)
+            return tk__fail(TK_ESHAPE, "tk_call_create: grid axis %d has extent %lld; "
+                            "every extent must be at least 1", a, (long long)grid[a]);
+        if (!tk__mul(steps, grid[a], &steps))
+            return tk__fail(TK_EOVERFLOW, "tk_call_create: the grid's step count "
+                            "overflows int64 at axis %d", a);
+    }
+    tk_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return tk__fail(TK_ENOMEM, "tk_call_create: out of memory for the handle");
+    c->rank = rank;
+    memcpy(c->grid, grid, (size_t)rank * sizeof *grid);
+    c->steps = steps;
+    for (int a = 0; a < TK_CALL_MAX_RANK; a++)
+        c->semantics[a] = TK_DIM_ARBITRARY;
+    c->body = body;
+    c->user = user;
+    c->pad = TK_PAD_ZERO;
+    atomic_flag_clear(&c->work_busy);
+    *out = c;
+    return TK_OK;
+}
+
+void tk_call_destroy(tk_call *c)
+{
+    if (c)
+        free(c->work);
+    free(c);
+}
+
+/* The index of the new operand, or a negative status. */
+static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_t cols,
+                   int64_t block_rows, int64_t block_cols, const int64_t *map)
+{
+    const char *fn = kind == TK_CALL_INPUT ? "tk_call_add_input" : "tk_call_add_output";
+    if (!c)
+        return tk__fail(TK_EINVAL, "%s: call is NULL", fn);
+    int *n = kind == TK_CALL_INPUT ? &c->n_in : &c->n_out;
+    if (*n == TK_CALL_MAX_OPERANDS)
+        return tk__fail(TK_ERANGE, "%s: a call takes at most %d %ss", fn,
+                        TK_CALL_MAX_OPERANDS, tk__kind_name(kind));
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "%s: dtype %d is not float32 or bfloat16", fn, dtype);
+    if (rows < 1 || cols < 1)
+        return tk__fail(TK_ESHAPE, "%s: shape must be positive: got %lldx%lld", fn,
+                        (long long)rows, (long long)cols);
+    if (block_rows < 1 || block_cols < 1)
+        return tk__fail(TK_EINVAL, "%s: two positive integer block dimensions required: "
+                        "got %lldx%lld", fn, (long long)block_rows, (long long)block_cols);
+    if (!map && c->rank != 2)
+        return tk__fail(TK_EINVAL, "%s: map is NULL, which means the identity (i, j) -> "
+                        "(i, j), only for a rank-2 grid; this grid has rank %d", fn,
+                        c->rank);
+    size_t block_bytes;
+    int rc = tk__bytes(block_rows, block_cols, sizeof(float), &block_bytes);
+    if (rc)
+        return rc;
+    tk__spec s = {.dtype = dtype, .rows = rows, .cols = cols, .block_rows = block_rows,
+                  .block_cols = block_cols,
+                  .grid_rows = rows / block_rows + (rows % block_rows != 0),
+                  .grid_cols = cols / block_cols + (cols % block_cols != 0)};
+    for (int r = 0; r < 2; r++)
+        for (int a = 0; a <= c->rank; a++)
+            s.map[r][a] = map ? map[r * (c->rank + 1) + a] : (a == r);
+    (kind == TK_CALL_INPUT ? c->in : c->out)[*n] = s;
+    c->ran = false;
+    return (*n)++;
+}
+
+int tk_call_add_input(tk_call *c, int dtype, int64_t rows, int64_t cols,
+                      int64_t block_rows, int64_t block_cols, const int64_t *map)
+{
+    return tk__add_operand(c, TK_CALL_INPUT, dtype, rows, cols, block_rows, block_cols, map);
+}
+
+int tk_call_add_output(tk_call *c, int dtype, int64_t rows, int64_t cols,
+                       int64_t block_rows, int64_t block_cols, const int64_t *map)
+{
+    return tk__add_operand(c, TK_CALL_OUTPUT, dtype, rows, cols, block_rows, block_cols, map);
+}
+
+int tk_call_set_map(tk_call *c, int kind, int index, tk_index_map_fn fn, void *user)
+{
+    if (!c || !fn)
+        return tk__fail(TK_EINVAL, "tk_call_set_map: %s is NULL", !c ? "call" : "fn");
+    if (kind != TK_CALL_INPUT && kind != TK_CALL_OUTPUT)
+        return tk__fail(TK_EINVAL, "tk_call_set_map: kind %d is not TK_CALL_INPUT or "
+                        "TK_CALL_OUTPUT", kind);
+    int n = kind == TK_CALL_INPUT ? c->n_in : c->n_out;
+    if (index < 0 || index >= n)
+        return tk__fail(TK_ERANGE, "tk_call_set_map: %s %d is outside [0, %d)",
+                        tk__kind_name(kind), index, n);
+    tk__spec *s = kind == TK_CALL_INPUT ? &c->in[index] : &c->out[index];
+    s->fn = fn;
+    s->user = user;
+    c->ran = false;
+    return TK_OK;
+}
+
+int tk_call_set_dimension(tk_call *c, int axis, int semantics)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_call_set_dimension: call is NULL");
+    if (axis < 0 || axis >= c->rank)
+        return tk__fail(TK_ERANGE, "tk_call_set_dimension: axis %d is outside [0, %d)",
+                        axis, c->rank);
+    if (semantics != TK_DIM_PARALLEL && semantics != TK_DIM_ARBITRARY)
+        return tk__fail(TK_EINVAL, "tk_call_set_dimension: semantics %d is not "
+                        "TK_DIM_PARALLEL or TK_DIM_ARBITRARY", semantics);
+    c->semantics[axis] = semantics;
+    c->ran = false;
+    return TK_OK;
+}
+
+int tk_call_set(tk_call *c, int param, int64_t value)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_call_set: call is NULL");
+    int rc = tk__param_check("tk_call_set", param, value);
+    if (rc)
+        return rc;
+    c->pad = (int)value;  /* TK_CALL_PAD is the only writable parameter */
+    return TK_OK;
+}
+
+int tk_call_get(const tk_call *c, int param, int64_t *value)
+{
+    if (!c || !value)
+        return tk__fail(TK_EINVAL, "tk_call_get: %s is NULL", !c ? "call" : "value");
+    switch (param) {
+    case TK_CALL_PAD: *value = c->pad; return TK_OK;
+    case TK_CALL_RANK: *value = c->rank; return TK_OK;
+    case TK_CALL_STEPS: *value = c->steps; return TK_OK;
+    case TK_CALL_INPUTS: *value = c->n_in; return TK_OK;
+    case TK_CALL_OUTPUTS: *value = c->n_out; return TK_OK;
+    default: return tk__fail(TK_EINVAL, "tk_call_get: unknown parameter %d", param);
+    }
+}
+
+int tk_call_set_pad_value(tk_call *c, float value)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_call_set_pad_value: call is NULL");
+    c->pad = TK_PAD_VALUE;
+    c->pad_value = value;
+    return TK_OK;
+}
+
+/* ---- the schedule: every block index of every step ------------------------ */
+
+typedef struct tk__plan {
+    int n;                  /* operands: inputs, then outputs */
+    int64_t *idx;           /* steps x n x 2 block indices */
+    int64_t *grid;          /* steps x rank grid indices */
+} tk__plan;
+
+static void tk__grid_text(const tk_call *c, const int64_t *g, char *buf, size_t size)
+{
+    size_t len = (size_t)snprintf(buf, size, "(");
+    for (int a = 0; a < c->rank && len < size; a++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", a ? ", " : "",
+                                (long long)g[a]);
+    if (len < size)
+        snprintf(buf + len, size - len, "%s)", c->rank == 1 ? "," : "");
+}
+
+static const tk__spec *tk__op(const tk_call *c, int o, int *kind, int *index)
+{
+    *kind = o < c->n_in ? TK_CALL_INPUT : TK_CALL_OUTPUT;
+    *index = o < c->n_in ? o : o - c->n_in;
+    return o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+}
+
+/* Block index of operand o at grid index g, checked against its block grid. */
+static int tk__map(const tk_call *c, int o, const int64_t *g, int64_t *b)
+{
+    int kind, index;
+    const tk__spec *s = tk__op(c, o, &kind, &index);
+    char gt[96];
+    bool ok = true;
+    if (s->fn) {
+        int rc = s->fn(s->user, g, c->rank, &b[0], &b[1]);
+        if (rc) {
+            tk__grid_text(c, g, gt, sizeof gt);
+            return tk__fail(TK_ECALLBACK, "tk_call_run: the index map of %s %d returned %d "
+                            "at grid index %s", tk__kind_name(kind), index, rc, gt);
+        }
+    } else {
+        for (int r = 0; r < 2; r++) {
+            int64_t v = s->map[r][c->rank], t;
+            for (int a = 0; a < c->rank; a++)
+                ok = ok && tk__mul(s->map[r][a], g[a], &t) && tk__add(v, t, &v);
+            b[r] = v;
+        }
+    }
+    if (ok && b[0] >= 0 && b[0] < s->grid_rows && b[1] >= 0 && b[1] < s->grid_cols)
+        return TK_OK;
+    tk__grid_text(c, g, gt, sizeof gt);
+    if (!ok)
+        return tk__fail(TK_ERANGE, "tk_call_run: the index map of %s %d overflows at grid "
+                        "index %s", tk__kind_name(kind), index, gt);
+    return tk__fail(TK_ERANGE, "tk_call_run: the index map of %s %d sends grid index %s to "
+                    "block (%lld, %lld), outside its %lldx%lld block grid (%lldx%lld in "
+                    "%lldx%lld blocks)", tk__kind_name(kind), index, gt, (long long)b[0],
+                    (long long)b[1], (long long)s->grid_rows, (long long)s->grid_cols,
+                    (long long)s->rows, (long long)s->cols, (long long)s->block_rows,
+                    (long long)s->block_cols);
+}
+
+static bool tk__same(const int64_t *a, const int64_t *b) { return a[0] == b[0] && a[1] == b[1]; }
+
+/* Output o's visits: no revisit along a parallel axis, no non-consecutive
+ * revisit (a block written back would be overwritten). */
+static int tk__check_revisits(const tk_call *c, const tk__plan *p, int o)
+{
+    int kind, index;
+    const tk__spec *s = tk__op(c, o, &kind, &index);
+    char g0[96], g1[96];
+    int64_t stride = 1;
+    for (int a = c->rank - 1; a >= 0; a--) {
+        for (int64_t st = 0; c->semantics[a] == TK_DIM_PARALLEL && st < c->steps; st++) {
+            if (p->grid[st * c->rank + a] == 0)
+                continue;
+            const int64_t *b = &p->idx[(st * p->n + o) * 2];
+            if (!tk__same(b, &p->idx[((st - stride) * p->n + o) * 2]))
+                continue;
+            tk__grid_text(c, &p->grid[(st - stride) * c->rank], g0, sizeof g0);
+            tk__grid_text(c, &p->grid[st * c->rank], g1, sizeof g1);
+            return tk__fail(TK_ELAYOUT, "tk_call_run: output %d is revisited along parallel "
+                            "axis %d: grid indices %s and %s both map to its block (%lld, "
+                            "%lld); an axis an output block is revisited along must be "
+                            "TK_DIM_ARBITRARY", index, a, g0, g1, (long long)b[0],
+                            (long long)b[1]);
+        }
+        stride *= c->grid[a];
+    }
+    int64_t cells = s->grid_rows * s->grid_cols;  /* <= rows*cols: no overflow */
+    unsigned char *seen = calloc((size_t)cells / 8 + 1, 1);
+    if (!seen)
+        return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for the revisit check");
+    int rc = TK_OK;
+    int64_t left = 0;  /* the step that last changed to another block */
+    for (int64_t st = 0; st < c->steps && !rc; st++) {
+        const int64_t *b = &p->idx[(st * p->n + o) * 2];
+        if (st > 0 && tk__same(b, &p->idx[((st - 1) * p->n + o) * 2]))
+            continue;
+        int64_t cell = b[0] * s->grid_cols + b[1];
+        if (seen[cell / 8] & (1u << (cell % 8))) {
+            tk__grid_text(c, &p->grid[st * c->rank], g1, sizeof g1);
+            rc = tk__fail(TK_ELAYOUT, "tk_call_run: output %d's block (%lld, %lld) is "
+                          "visited again at step %lld, grid index %s, after it was written "
+                          "back (it last left another block at step %lld); an output "
+                          "block may only be revisited on consecutive steps", index,
+                          (long long)b[0], (long long)b[1], (long long)st, g1,
+                          (long long)left);
+        }
+        seen[cell / 8] |= (unsigned char)(1u << (cell % 8));
+        left = st;
+    }
+    free(seen);
+    return rc;
+}
+
+static void tk__plan_free(tk__plan *p)
+{
+    free(p->idx);
+    free(p->grid);
+}
+
+static int tk__make_plan(const tk_call *c, tk__plan *p)
+{
+    p->n = c->n_in + c->n_out;
+    size_t idx_bytes, grid_bytes;
+    int rc = tk__bytes(c->steps, (int64_t)p->n * 2, sizeof(int64_t), &idx_bytes);
+    if (rc || (rc = tk__bytes(c->steps, c->rank, sizeof(int64_t), &grid_bytes)))
+        return rc;
+    p->idx = malloc(idx_bytes ? idx_bytes : 1);
+    p->grid = malloc(grid_bytes);
+    if (!p->idx || !p->grid) {
+        tk__plan_free(p);
+        return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for a %lld-step schedule",
+                        (long long)c->steps);
+    }
+    int64_t g[TK_CALL_MAX_RANK] = {0};
+    for (int64_t st = 0; st < c->steps; st++) {
+        memcpy(&p->grid[st * c->rank], g, (size_t)c->rank * sizeof *g);
+        for (int o = 0; o < p->n; o++)
+            if ((rc = tk__map(c, o, g, &p->idx[(st * p->n + o) * 2]))) {
+                tk__plan_free(p);
+                return rc;
+            }
+        for (int a = c->rank - 1; a >= 0 && ++g[a] == c->grid[a]; a--)
+            g[a] = 0;  /* row-major: the last axis runs fastest */
+    }
+    for (int o = c->n_in; o < p->n; o++)
+        if ((rc = tk__check_revisits(c, p, o))) {
+            tk__plan_free(p);
+            return rc;
+        }
+    return TK_OK;
+}
+
+/* ---- running it -------------------------------------------------------- */
+
+static int tk__check_matrices(const tk_call *c, int kind, int n, const tk_matrix *const *m)
+{
+    int want = kind == TK_CALL_INPUT ? c->n_in : c->n_out;
+    if (n != want)
+        return tk__fail(TK_EINVAL, "tk_call_run: %d %ss given, the call has %d", n,
+                        tk__kind_name(kind), want);
+    if (n && !m)
+        return tk__fail(TK_EINVAL, "tk_call_run: the %s array is NULL", tk__kind_name(kind));
+    for (int i = 0; i < n; i++) {
+        const tk__spec *s = kind == TK_CALL_INPUT ? &c->in[i] : &c->out[i];
+        if (!m[i])
+            return tk__fail(TK_EINVAL, "tk_call_run: %s %d is NULL", tk__kind_name(kind), i);
+        if (m[i]->dtype != s->dtype)
+            return tk__fail(TK_EDTYPE, "tk_call_run: %s %d is %s; the call declares %s",
+                            tk__kind_name(kind), i, tk_dtype_name(m[i]->dtype)
+                            ? tk_dtype_name(m[i]->dtype) : "unknown",
+                            tk_dtype_name(s->dtype));
+        if (m[i]->rows != s->rows || m[i]->cols != s->cols)
+            return tk__fail(TK_ESHAPE, "tk_call_run: %s %d is %lldx%lld; the call declares "
+                            "%lldx%lld", tk__kind_name(kind), i, (long long)m[i]->rows,
+                            (long long)m[i]->cols, (long long)s->rows, (long long)s->cols);
+    }
+    return TK_OK;
+}
+
+/* What a run needs besides the plan: one f32 block per operand and the
+ * saved contents of every output block written back. */
+typedef struct tk__run {
+    float *blocks[2 * TK_CALL_MAX_OPERANDS];
+    tk_block view[2 * TK_CALL_MAX_OPERANDS];
+    tk_block *ptr[2 * TK_CALL_MAX_OPERANDS];
+    unsigned char *undo;     /* old output bytes, in write-back order */
+    size_t undo_len;
+    struct { int out; int64_t b[2]; } *wrote;  /* the write-backs, in order */
+    int64_t n_wrote;
+    bool cached;             /* undo is the call's kept buffer */
+    bool direct[TK_CALL_MAX_OPERANDS];  /* f32 inputs read in place */
+} tk__run;
+
+static void tk__valid(const tk__spec *s, const int64_t *b, int64_t *vr, int64_t *vc)
+{
+    int64_t r = s->rows - b[0] * s->block_rows, cc = s->cols - b[1] * s->block_cols;
+    *vr = r < s->block_rows ? r : s->block_rows;
+    *vc = cc < s->block_cols ? cc : s->block_cols;
+}
+
+/* Promote input block b of m into dst, past-edge elements set to fill. */
+static void tk__copy_in(const tk__spec *s, const tk_matrix *m, const int64_t *b, float *dst,
+                        float fill)
+{
+    int64_t vr, vc;
+    tk__valid(s, b, &vr, &vc);
+    size_t es = (size_t)tk_dtype_size(s->dtype);
+    for (int64_t r = 0; r < s->block_rows; r++) {
+        float *row = dst + r * s->block_cols;
+        int64_t n = r < vr ? vc : 0;
+        if (n)
+            tk__row_to_f32(s->dtype, (const char *)tk__row(m, b[0] * s->block_rows + r) +
+                           (size_t)(b[1] * s->block_cols) * es, row, n);
+        for (int64_t j = n; j < s->block_cols; j++)
+            row[j] = fill;
+    }
+}
+
+/* The bytes of output block b inside its logical shape, row by row. */
+static char *tk__out_row(const tk__spec *s, tk_matrix *m, const int64_t *b, int64_t r)
+{
+    return (char *)tk__row(m, b[0] * s->block_rows + r) +
+           (size_t)(b[1] * s->block_cols) * (size_t)tk_dtype_size(s->dtype);
+}
+
+/* Cast output j's block b once into m (valid part only), saving what it held. */
+static void tk__write_back(const tk__spec *s, int j, tk_matrix *m, const int64_t *b,
+                           const float *src, tk__run *run)
+{
+    int64_t vr, vc;
+    tk__valid(s, b, &vr, &vc);
+    size_t n = (size_t)vc * (size_t)tk_dtype_size(s->dtype);
+    for (int64_t r = 0; r < vr; r++) {
+        char *dst = tk__out_row(s, m, b, r);
+        memcpy(run->undo + run->undo_len, dst, n);
+        run->undo_len += n;
+        tk__row_from_f32(s->dtype, src + r * s->block_cols, dst, vc);
+    }
+    run->wrote[run->n_wrote].out = j;
+    memcpy(run->wrote[run->n_wrote++].b, b, sizeof run->wrote->b);
+}
+
+/* Put back, last first, every block tk__write_back wrote. */
+static void tk__undo(const tk_call *c, tk_matrix *const *outputs, tk__run *run)
+{
+    while (run->n_wrote > 0) {
+        int j = run->wrote[--run->n_wrote].out;
+        const int64_t *b = run->wrote[run->n_wrote].b;
+        int64_t vr, vc;
+        tk__valid(&c->out[j], b, &vr, &vc);
+        size_t n = (size_t)vc * (size_t)tk_dtype_size(c->out[j].dtype);
+        for (int64_t r = vr - 1; r >= 0; r--) {
+            run->undo_len -= n;
+            memcpy(tk__out_row(&c->out[j], outputs[j], b, r), run->undo + run->undo_len, n);
+        }
+    }
+}
+
+static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
+                       tk_matrix *const *outputs, float fill, tk__run *run)
+{
+    int64_t copies_in = 0, skipped = 0, copies_out = 0, bytes_in = 0, bytes_out = 0;
+    const float nan = NAN;
+    for (int64_t st = 0; st < c->steps; st++) {
+        const int64_t *g = &p->grid[st * c->rank];
+        for (int o = 0; o < p->n; o++) {
+            int kind, index;
+            const tk__spec *s = tk__op(c, o, &kind, &index);
+            const int64_t *b = &p->idx[(st * p->n + o) * 2];
+            bool same = st > 0 && tk__same(b, &p->idx[((st - 1) * p->n + o) * 2]);
+            tk_block *v = &run->view[o];
+            int64_t vr, vc;
+            tk__valid(s, b, &vr, &vc);
+            float *data = run->blocks[o];
+            int64_t ld = s->block_cols;
+            if (kind == TK_CALL_INPUT && run->direct[index] && vr == s->block_rows &&
+                vc == s->block_cols) {
+                /* A whole f32 block needs no promotion: the body reads it in place. */
+                data = (float *)tk__row(inputs[index], b[0] * s->block_rows) +
+                       b[1] * s->block_cols;
+                ld = inputs[index]->stride;
+            }
+            if (kind == TK_CALL_INPUT && !same) {
+                if (data == run->blocks[o])
+                    tk__copy_in(s, inputs[index], b, run->blocks[o], fill);
+                copies_in++;
+                bytes_in += vr * vc * tk_dtype_size(s->dtype);
+            } else if (kind == TK_CALL_INPUT) {
+                skipped++;
+            } else if (!same) {
+                if (st > 0)
+                    tk__write_back(s, index, outputs[index],
+                                   &p->idx[((st - 1) * p->n + o) * 2], run->blocks[o], run);
+                int64_t ne = s->block_rows * s->block_cols;
+                for (int64_t e = 0; e < ne; e++)
+                    run->blocks[o][e] = nan;  /* uninitialized, as on the chip */
+                copies_out++;
+                bytes_out += vr * vc * tk_dtype_size(s->dtype);
+            }
+            *v = (tk_block){.size = sizeof(tk_block), .data = data, .ld = ld, .rows = s->block_rows,
+                            .cols = s->block_cols, .valid_rows = vr, .valid_cols = vc,
+                            .block_row = b[0], .block_col = b[1], .rank = c->rank,
+                            .operand = index, .is_output = kind == TK_CALL_OUTPUT};
+            memcpy(v->grid, g, (size_t)c->rank * sizeof *g);
+            run->ptr[o] = v;
+        }
+        int rc = c->body(c->user, run->ptr, p->n);
+        if (rc) {
+            tk__undo(c, outputs, run);
+            char gt[96];
+            tk__grid_text(c, g, gt, sizeof gt);
+            return tk__fail(TK_ECALLBACK, "tk_call_run: the body returned %d at step %lld, "
+                            "grid index %s; the outputs are unchanged", rc, (long long)st,
+                            gt);
+        }
+    }
+    for (int j = 0; j < c->n_out; j++) {
+        int o = c->n_in + j;
+        tk__write_back(&c->out[j], j, outputs[j],
+                       &p->idx[((c->steps - 1) * p->n + o) * 2], run->blocks[o], run);
+    }
+    c->copies_in = copies_in;
+    c->copies_skipped = skipped;
+    c->copies_out = copies_out;
+    c->bytes_in = bytes_in;
+    c->bytes_out = bytes_out;
+    c->ran = true;
+    return TK_OK;
+}
+
+static void tk__run_free(tk_call *c, tk__run *run, int n)
+{
+    for (int o = 0; o < n; o++)
+        free(run->blocks[o]);
+    if (run->cached)
+        atomic_flag_clear_explicit(&c->work_busy, memory_order_release);
+    else
+        free(run->undo);
+    free(run->wrote);
+}
+
+static int tk__run_alloc(tk_call *c, int n, tk__run *run)
+{
+    size_t undo = 0;
+    for (int o = 0; o < n; o++) {
+        int kind, index;
+        const tk__spec *s = tk__op(c, o, &kind, &index);
+        run->blocks[o] = malloc((size_t)(s->block_rows * s->block_cols) * sizeof(float));
+        if (!run->blocks[o]) {
+            tk__run_free(c, run, o);
+            return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for the block of %s %d",
+                            tk__kind_name(kind), index);
+        }
+        if (kind == TK_CALL_OUTPUT)
+            undo += (size_t)(s->rows * s->cols) * (size_t)tk_dtype_size(s->dtype);
+    }
+    size_t wrote;
+    int rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
+    if (rc) {
+        tk__run_free(c, run, n);
+        return rc;
+    }
+    run->cached = !atomic_flag_test_and_set_explicit(&c->work_busy, memory_order_acquire);
+    if (run->cached && c->work_bytes < undo) {
+        free(c->work);
+        c->work = malloc(undo);
+        c->work_bytes = c->work ? undo : 0;
+    }
+    run->undo = run->cached ? c->work : malloc(undo ? undo : 1);
+    run->wrote = malloc(wrote ? wrote : 1);
+    if (!run->undo || !run->wrote) {
+        tk__run_free(c, run, n);
+        return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for %zu bytes of saved "
+                        "output", undo);
+    }
+    return TK_OK;
+}
+
+/* Whether m's memory overlaps one of the outputs' (then its blocks are
+ * copied in, so that a write-back never changes what a later step reads). */
+static bool tk__aliased(const tk_matrix *m, int n, tk_matrix *const *outputs)
+{
+    const char *a = m->data, *a_end = (const char *)tk__row(m, m->rows);
+    for (int j = 0; j < n; j++) {
+        const char *b = outputs[j]->data, *b_end = (const char *)tk__row(outputs[j],
+                                                                         outputs[j]->rows);
+        if (a < b_end && b < a_end)
+            return true;
+    }
+    return false;
+}
+
+/* Validate, plan and run with the given fill for past-edge input reads. */
+static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
+                    int n_outputs, tk_matrix *const *outputs, float fill)
+{
+    int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
+    if (rc || (rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
+                                       (const tk_matrix *const *)outputs)))
+        return rc;
+    if (c->n_out == 0)
+        return tk__fail(TK_ESTATE, "tk_call_run: the call has no output; add one with "
+                        "tk_call_add_output");
+    tk__plan p;
+    tk__run run = {0};
+    if ((rc = tk__make_plan(c, &p)))
+        return rc;
+    for (int i = 0; i < c->n_in; i++)
+        run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 &&
+                        !tk__aliased(inputs[i], c->n_out, outputs);
+    if (!(rc = tk__run_alloc(c, p.n, &run))) {
+        rc = tk__execute(c, &p, inputs, outputs, fill, &run);
+        tk__run_free(c, &run, p.n);
+    }
+    tk__plan_free(&p);
+    return rc;
+}
+
+static float tk__fill(const tk_call *c)
+{
+    return c->pad == TK_PAD_ZERO ? 0.0f : c->pad == TK_PAD_NAN ? NAN : c->pad_value;
+}
+
+int tk_call_run(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
+                tk_matrix *const *outputs)
+{
+    if (!c)
+        return tk__fail(TK_EINVAL, "tk_call_run: call is NULL");
+    return tk__call(c, n_inputs, inputs, n_outputs, outputs, tk__fill(c));
+}
+
+int tk_call_check_padding(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
+                          int64_t *changed)
+{
+    if (!c || !changed)
+        return tk__fail(TK_EINVAL, "tk_call_check_padding: %s is NULL",
+                        !c ? "call" : "changed");
+    /* Two runs into scratch outputs: zero fill, then NaN fill. */
+    tk_matrix *out[2][TK_CALL_MAX_OPERANDS] = {{NULL}};
+    int rc = TK_OK;
+    for (int k = 0; k < 2 && !rc; k++)
+        for (int j = 0; j < c->n_out && !rc; j++)
+            rc = tk_matrix_create(&out[k][j], c->out[j].dtype, c->out[j].rows,
+                                  c->out[j].cols);
+    for (int k = 0; k < 2 && !rc; k++)
+        rc = tk__call(c, n_inputs, inputs, c->n_out, out[k], k ? NAN : 0.0f);
+    int64_t n = 0;
+    int first_out = -1;
+    int64_t first_r = 0, first_c = 0;
+    for (int j = 0; j < c->n_out && !rc; j++) {
+        const tk__spec *s = &c->out[j];
+        size_t es = (size_t)tk_dtype_size(s->dtype);
+        for (int64_t r = 0; r < s->rows; r++) {
+            const char *a = tk__row(out[0][j], r), *b = tk__row(out[1][j], r);
+            for (int64_t e = 0; e < s->cols; e++)
+                if (memcmp(a + (size_t)e * es, b + (size_t)e * es, es)) {
+                    if (n++ == 0) {
+                        first_out = j;
+                        first_r = r;
+                        first_c = e;
+                    }
+                }
+        }
+    }
+    if (!rc && n) {
+        float z, f;
+        const tk__spec *s = &c->out[first_out];
+        size_t es = (size_t)tk_dtype_size(s->dtype);
+        tk__row_to_f32(s->dtype, (const char *)tk__row(out[0][first_out], first_r) +
+                       (size_t)first_c * es, &z, 1);
+        tk__row_to_f32(s->dtype, (const char *)tk__row(out[1][first_out], first_r) +
+                       (size_t)first_c * es, &f, 1);
+        rc = tk__fail(TK_EMISMATCH, "tk_call_check_padding: %lld output element(s) depend "
+                      "on what reads past an input's edge see; first: output %d (%lld, "
+                      "%lld) is %.9g with zero padding and %.9g with NaN padding",
+                      (long long)n, first_out, (long long)first_r, (long long)first_c,
+                      (double)z, (double)f);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < c->n_out; j++)
+            tk_matrix_destroy(out[k][j]);
+    if (!rc || rc == TK_EMISMATCH)
+        *changed = n;
+    return rc;
+}
+
+int tk_call_stat(const tk_call *c, int stat, double *value)
+{
+    if (!c || !value)
+        return tk__fail(TK_EINVAL, "tk_call_stat: %s is NULL", !c ? "call" : "value");
+    int64_t v;
+    switch (stat) {
+    case TK_STAT_STEPS: v = c->steps; break;
+    case TK_STAT_COPIES_IN: v = c->copies_in; break;
+    case TK_STAT_COPIES_OUT: v = c->copies_out; break;
+    case TK_STAT_COPIES_SKIPPED: v = c->copies_skipped; break;
+    case TK_STAT_BYTES_IN: v = c->bytes_in; break;
+    case TK_STAT_BYTES_OUT: v = c->bytes_out; break;
+    default:
+        return tk__fail(TK_EINVAL, "tk_call_stat: statistic %d is not one of a call's "
+                        "(TK_STAT_STEPS, _COPIES_IN, _COPIES_OUT, _COPIES_SKIPPED, "
+                        "_BYTES_IN, _BYTES_OUT)", stat);
+    }
+    if (!c->ran)
+        return tk__fail(TK_ESTATE, "tk_call_stat: no complete tk_call_run since the call "
+                        "last changed");
+    *value = (double)v;
+    return TK_OK;
+}

@@ -1,0 +1,121 @@
+"""tilekern.Call: pallas_call's grid and BlockSpecs with Python bodies over
+numpy views, against numpy (exact on small integers)."""
+import ml_dtypes
+import numpy as np
+import pytest
+import tilekern as tk
+
+
+def ints(shape, seed):
+    return np.random.default_rng(seed).integers(-3, 4, shape).astype(np.float32)
+
+
+def matmul_call(M, N, K, bm, bn, bk, out_dtype="float32", careful=True):
+    def body(step, x, y, o):
+        if step.grid[2] == 0:
+            o[...] = 0.0
+        kv = step.valid[0][1] if careful else x.shape[1]
+        o += x[:, :kv] @ y[:kv, :]
+
+    grid = (-(-M // bm), -(-N // bn), -(-K // bk))
+    return tk.Call(grid, body,
+                   in_specs=[tk.BlockSpec((M, K), (bm, bk), lambda i, j, k: (i, k)),
+                             tk.BlockSpec((K, N), (bk, bn), lambda i, j, k: (k, j))],
+                   out_specs=[tk.BlockSpec((M, N), (bm, bn), [[1, 0, 0, 0], [0, 1, 0, 0]],
+                                           out_dtype)],
+                   dimension_semantics=("parallel", "parallel", "arbitrary"))
+
+
+@pytest.mark.parametrize("out_dtype", ["float32", "bfloat16"])
+def test_matmul_with_tails_on_every_axis(out_dtype):
+    M, N, K = 37, 300, 45
+    x, y = ints((M, K), 1), ints((K, N), 2)
+    c = matmul_call(M, N, K, 16, 128, 16, out_dtype)
+    (out,) = c.run([x, y])
+    want = (x @ y).astype(np.dtype(ml_dtypes.bfloat16) if out_dtype == "bfloat16"
+                          else np.float32)
+    assert out.dtype == want.dtype
+    assert out.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
+    s = c.stats
+    assert s["copies_out"] == 3 * 3 and s["steps"] == 3 * 3 * 3
+    assert c.check_padding([x, y]) == 0
+
+
+def test_the_k_tail_bug_is_found():
+    M, N, K = 16, 128, 45
+    x, y = ints((M, K), 3), ints((K, N), 4)
+    c = matmul_call(M, N, K, 16, 128, 16, careful=False)
+    (out,) = c.run([x, y])
+    assert np.array_equal(out, x @ y)  # right, by the luck of zero padding
+    assert c.check_padding([x, y]) == M * N
+    c.pad = "nan"
+    assert np.isnan(c.run([x, y])[0]).all()
+    c.pad = 1.5
+    assert c.pad == 1.5
+
+
+def test_bias_add_skips_the_repeated_block_and_transpose_by_callback():
+    x, b = ints((41, 128), 5), ints((1, 128), 6)
+    c = tk.Call((6, 1), lambda step, x, b, o: np.add(x, b, out=o),
+                [tk.BlockSpec((41, 128), (8, 128)),
+                 tk.BlockSpec((1, 128), (1, 128), [[0, 0, 0], [0, 1, 0]])],
+                [tk.BlockSpec((41, 128), (8, 128))])
+    (out,) = c.run([x, b])
+    assert np.array_equal(out, x + b)
+    assert c.stats["copies_skipped"] == 5
+    t = np.random.default_rng(7).standard_normal((37, 150), np.float32)
+    c = tk.Call((10, 3), lambda step, a, o: np.copyto(o, a.T),
+                [tk.BlockSpec((37, 150), (16, 16), lambda i, j: (j, i))],
+                [tk.BlockSpec((150, 37), (16, 16))])
+    assert c.run([t])[0].tobytes() == t.T.copy().tobytes()
+
+
+def test_a_raising_body_leaves_the_outputs_untouched():
+    class Boom(Exception):
+        pass
+
+    def body(step, x, o):
+        o[...] = x
+        if step.grid == (2, 0):
+            raise Boom("at (2, 0)")
+
+    x = ints((20, 300), 8)
+    out = np.full_like(x, 9.0)
+    c = tk.Call((3, 3), body, [tk.BlockSpec((20, 300), (8, 128))],
+                [tk.BlockSpec((20, 300), (8, 128))])
+    with pytest.raises(Boom) as info:
+        c.run([x], [out])
+    assert isinstance(info.value.__cause__, tk.CallbackError)
+    assert (out == 9.0).all()
+
+
+def test_refusals():
+    x = ints((4, 4), 9)
+    with pytest.raises(tk.LayoutError, match="visited again at step 2"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (j, 0))]).run([x])
+    with pytest.raises(tk.RangeError, match="outside its 2x2 block grid"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (i + 1, j))]).run([x])
+    with pytest.raises(tk.LayoutError, match="parallel axis 1"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
+                [tk.BlockSpec((4, 2), (2, 2), lambda i, j: (i, 0))],
+                dimension_semantics=("parallel", "parallel")).run([x])
+    with pytest.raises(tk.RangeError, match="rank 4"):
+        tk.Call((1, 1, 1, 1), lambda s: None, [], [])
+    with pytest.raises(tk.ShapeError, match="extent 0"):
+        tk.Call((2, 0), lambda s: None, [], [])
+    with pytest.raises(ZeroDivisionError):
+        tk.Call((2, 2), lambda s, x, o: None,
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (i // 0, j))],
+                [tk.BlockSpec((4, 4), (2, 2))]).run([x])
+    with pytest.raises(tk.InvalidArgumentError, match="2 inputs given"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
+                [tk.BlockSpec((4, 4), (2, 2))]).run([x, x])
+
+
+def test_an_output_never_initialized_is_nan():
+    c = tk.Call((1, 2), lambda s, x, o: np.add(o, x[:, :1], out=o),
+                [tk.BlockSpec((8, 2), (8, 1))],
+                [tk.BlockSpec((8, 1), (8, 1), [[1, 0, 0], [0, 0, 0]])])
+    assert np.isnan(c.run([np.ones((8, 2), np.float32)])[0]).all()

@@ -1,0 +1,577 @@
+/* test_call.c - tk_call: the worked kernels of pallas_call (matmul with an
+ * f32 accumulator, row sum, bias add, transpose, the seed's axpy), each
+ * against an independent untiled loop, bit for bit where the order of
+ * operations is the same and on small integers (every sum exact) where it
+ * is not; tails on every axis, K included.  Then Pallas's semantics: skipped
+ * copies, resident outputs, NaN-initialized outputs, padding fills and the
+ * padding-dependence check, and every refusal with its status. */
+#include "tk_test.h"
+
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <stdlib.h>
+
+static float *ints(int64_t n, uint64_t seed)
+{
+    float *v = malloc((size_t)n * sizeof *v);
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (float)((int)(tkt_next(&seed) % 7) - 3);  /* -3 .. 3 */
+    return v;
+}
+
+static tk_matrix *from(int dtype, int64_t rows, int64_t cols, const float *src)
+{
+    tk_matrix *m;
+    tkt_expect_status(tk_matrix_from_f32(&m, dtype, rows, cols, src, cols), TK_OK);
+    return m;
+}
+
+static tk_matrix *blank(int dtype, int64_t rows, int64_t cols)
+{
+    tk_matrix *m;
+    tkt_expect_status(tk_matrix_create(&m, dtype, rows, cols), TK_OK);
+    memset(tk_matrix_data(m), 0x55, (size_t)(rows * cols * tk_dtype_size(dtype)));
+    return m;
+}
+
+static float at(const tk_matrix *m, int64_t r, int64_t c)
+{
+    float v;
+    const char *p = (const char *)tk_matrix_data(m) +
+                    (size_t)((r * tk_matrix_row_stride(m) + c) * tk_dtype_size(tk_matrix_dtype(m)));
+    if (tk_matrix_dtype(m) == TK_DTYPE_BF16) {
+        uint16_t b;
+        memcpy(&b, p, 2);
+        v = tk_bf16_to_f32(b);
+    } else {
+        memcpy(&v, p, 4);
+    }
+    return v;
+}
+
+static float *B(tk_block *const *b, int i, int64_t r, int64_t c)
+{
+    return b[i]->data + r * b[i]->ld + c;
+}
+
+static double stat(const tk_call *c, int which)
+{
+    double v = -1;
+    tkt_expect_status(tk_call_stat(c, which, &v), TK_OK);
+    return v;
+}
+
+/* ---- matmul: grid (i, j, k), x (i, k), y (k, j), out (i, j) over k ---------- */
+
+static int matmul_body(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    cr_assert_eq(n, 3);
+    tk_block *x = b[0], *o = b[2];
+    if (o->grid[2] == 0)  /* pl.when(k == 0): the accumulator starts at zero */
+        for (int64_t r = 0; r < o->rows; r++)
+            for (int64_t c = 0; c < o->cols; c++)
+                *B(b, 2, r, c) = 0.0f;
+    for (int64_t r = 0; r < o->rows; r++)
+        for (int64_t k = 0; k < x->cols; k++)
+            for (int64_t c = 0; c < o->cols; c++)
+                *B(b, 2, r, c) += *B(b, 0, r, k) * *B(b, 1, k, c);
+    return 0;
+}
+
+static tk_call *matmul_call(int out_dtype, int64_t M, int64_t N, int64_t K, int64_t bm,
+                            int64_t bn, int64_t bk)
+{
+    int64_t grid[3] = {(M + bm - 1) / bm, (N + bn - 1) / bn, (K + bk - 1) / bk};
+    static const int64_t xmap[8] = {1, 0, 0, 0, 0, 0, 1, 0};  /* (i, k) */
+    static const int64_t ymap[8] = {0, 0, 1, 0, 0, 1, 0, 0};  /* (k, j) */
+    static const int64_t omap[8] = {1, 0, 0, 0, 0, 1, 0, 0};  /* (i, j) */
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 3, grid, matmul_body, NULL), TK_OK);
+    cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F32, M, K, bm, bk, xmap), 0);
+    cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F32, K, N, bk, bn, ymap), 1);
+    cr_assert_eq(tk_call_add_output(c, out_dtype, M, N, bm, bn, omap), 0);
+    tkt_expect_status(tk_call_set_dimension(c, 0, TK_DIM_PARALLEL), TK_OK);
+    tkt_expect_status(tk_call_set_dimension(c, 1, TK_DIM_PARALLEL), TK_OK);
+    return c;
+}
+
+struct mm_case { int out_dtype; int64_t M, N, K, bm, bn, bk; };
+
+ParameterizedTestParameters(call, matmul_exact_with_tails)
+{
+    static struct mm_case cases[] = {
+        {TK_DTYPE_F32, 64, 256, 32, 16, 128, 16},   /* whole blocks */
+        {TK_DTYPE_F32, 37, 300, 45, 16, 128, 16},   /* tails on M, N and K */
+        {TK_DTYPE_BF16, 37, 300, 45, 16, 128, 16},  /* f32 accumulate, bf16 cast once */
+        {TK_DTYPE_BF16, 9, 129, 200, 8, 128, 64},
+        {TK_DTYPE_F32, 1, 1, 1, 8, 128, 8},
+    };
+    return cr_make_param_array(struct mm_case, cases, sizeof cases / sizeof *cases);
+}
+
+ParameterizedTest(struct mm_case *p, call, matmul_exact_with_tails)
+{
+    float *x = ints(p->M * p->K, 1), *y = ints(p->K * p->N, 2);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, p->M, p->K, x), from(TK_DTYPE_F32, p->K, p->N, y)};
+    tk_matrix *out = blank(p->out_dtype, p->M, p->N);
+    tk_call *c = matmul_call(p->out_dtype, p->M, p->N, p->K, p->bm, p->bn, p->bk);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < p->M; r++)
+        for (int64_t col = 0; col < p->N; col++) {
+            float s = 0.0f;  /* small integers: exact in any order */
+            for (int64_t k = 0; k < p->K; k++)
+                s += x[r * p->K + k] * y[k * p->N + col];
+            float want = p->out_dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(s)) : s;
+            cr_assert_eq(tkt_bits(at(out, r, col)), tkt_bits(want), "(%lld, %lld): %g, want %g",
+                         (long long)r, (long long)col, at(out, r, col), want);
+        }
+    int64_t gi = (p->M + p->bm - 1) / p->bm, gj = (p->N + p->bn - 1) / p->bn;
+    /* Each output block is resident across k and written back once. */
+    cr_assert_eq(stat(c, TK_STAT_COPIES_OUT), (double)(gi * gj));
+    cr_assert_eq(stat(c, TK_STAT_STEPS), (double)(gi * gj * ((p->K + p->bk - 1) / p->bk)));
+    int64_t changed = -1;
+    tkt_expect_status(tk_call_check_padding(c, 2, (const tk_matrix *const *)in, &changed),
+                      (p->M % p->bm || p->N % p->bn || p->K % p->bk) ? TK_EMISMATCH : TK_OK);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    free(x);
+    free(y);
+}
+
+/* The K-tail bug: a body that sums the whole padded K extent reads the
+ * padding; with zero padding the answer is right by luck, and the check
+ * names it.  One that stops at valid_cols does not depend on the padding. */
+static int matmul_valid_k(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    tk_block *x = b[0], *o = b[2];
+    if (o->grid[2] == 0)
+        for (int64_t r = 0; r < o->rows; r++)
+            for (int64_t c = 0; c < o->cols; c++)
+                *B(b, 2, r, c) = 0.0f;
+    for (int64_t r = 0; r < o->rows; r++)
+        for (int64_t k = 0; k < x->valid_cols; k++)
+            for (int64_t c = 0; c < o->cols; c++)
+                *B(b, 2, r, c) += *B(b, 0, r, k) * *B(b, 1, k, c);
+    return 0;
+}
+
+Test(call, padding_check_finds_the_k_tail_read)
+{
+    float *x = ints(16 * 45, 3), *y = ints(45 * 128, 4);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, 16, 45, x), from(TK_DTYPE_F32, 45, 128, y)};
+    tk_call *c = matmul_call(TK_DTYPE_F32, 16, 128, 45, 16, 128, 16);
+    int64_t changed = -1;
+    tkt_expect_status(tk_call_check_padding(c, 2, (const tk_matrix *const *)in, &changed),
+                      TK_EMISMATCH);
+    cr_assert_eq(changed, 16 * 128, "every output element reads the K tail");
+    cr_assert(strstr(tk_last_error_message(), "output 0 (0, 0)"), "%s", tk_last_error_message());
+    tk_call_destroy(c);
+    /* Only M and N fit whole blocks here, so the careful body is clean. */
+    int64_t grid[3] = {1, 1, 3};
+    static const int64_t xmap[8] = {1, 0, 0, 0, 0, 0, 1, 0}, ymap[8] = {0, 0, 1, 0, 0, 1, 0, 0},
+                         omap[8] = {1, 0, 0, 0, 0, 1, 0, 0};
+    tkt_expect_status(tk_call_create(&c, 3, grid, matmul_valid_k, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 16, 45, 16, 16, xmap);
+    tk_call_add_input(c, TK_DTYPE_F32, 45, 128, 16, 128, ymap);
+    tk_call_add_output(c, TK_DTYPE_F32, 16, 128, 16, 128, omap);
+    /* In the last K block x has 13 valid columns and y 13 valid rows: the
+     * careful body never touches either padding, whatever it holds. */
+    tkt_expect_status(tk_call_check_padding(c, 2, (const tk_matrix *const *)in, &changed), TK_OK);
+    cr_assert_eq(changed, 0);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    free(x);
+    free(y);
+}
+
+/* ---- row sum: out block (i, 0) revisited along j ------------------------------ */
+
+static int rowsum_body(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    tk_block *x = b[0], *o = b[1];
+    if (x->grid[1] == 0)
+        for (int64_t r = 0; r < o->rows; r++)
+            *B(b, 1, r, 0) = 0.0f;
+    for (int64_t r = 0; r < x->rows; r++)
+        for (int64_t c = 0; c < x->valid_cols; c++)
+            *B(b, 1, r, 0) += *B(b, 0, r, c);
+    return 0;
+}
+
+static tk_call *rowsum_call(int64_t R, int64_t C, int64_t br, int64_t bc)
+{
+    int64_t grid[2] = {(R + br - 1) / br, (C + bc - 1) / bc};
+    static const int64_t omap[6] = {1, 0, 0, 0, 0, 0};  /* (i, 0) */
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, rowsum_body, NULL), TK_OK);
+    cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F32, R, C, br, bc, NULL), 0);
+    cr_assert_eq(tk_call_add_output(c, TK_DTYPE_F32, R, 1, br, 1, omap), 0);
+    return c;
+}
+
+Test(call, row_sum_exact_and_resident)
+{
+    int64_t R = 19, C = 300;
+    float *x = ints(R * C, 5);
+    tk_matrix *in = from(TK_DTYPE_F32, R, C, x), *out = blank(TK_DTYPE_F32, R, 1);
+    tk_call *c = rowsum_call(R, C, 8, 128);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < R; r++) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < C; j++)
+            s += x[r * C + j];
+        cr_assert_eq(at(out, r, 0), s, "row %lld", (long long)r);
+    }
+    cr_assert_eq(stat(c, TK_STAT_COPIES_OUT), 3.0, "one residency per row block");
+    cr_assert_eq(stat(c, TK_STAT_COPIES_IN), 9.0);
+    /* Summing only valid columns does not depend on the padding. */
+    int64_t changed = -1;
+    tkt_expect_status(tk_call_check_padding(c, 1, (const tk_matrix *const *)&in, &changed), TK_OK);
+    cr_assert_eq(changed, 0);
+    /* Along a parallel axis the revisit is refused, outputs untouched. */
+    memset(tk_matrix_data(out), 0x55, (size_t)R * 4);
+    tkt_expect_status(tk_call_set_dimension(c, 1, TK_DIM_PARALLEL), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "parallel axis 1"), "%s", tk_last_error_message());
+    cr_assert(strstr(tk_last_error_message(), "(0, 0) and (0, 1)"), "%s",
+              tk_last_error_message());
+    cr_assert_eq(tkt_bits(at(out, 0, 0)), 0x55555555u);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(x);
+}
+
+/* ---- bias add: a (1, n) operand whose map ignores the row axis ------------- */
+
+static int bias_body(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t r = 0; r < b[0]->rows; r++)
+        for (int64_t c = 0; c < b[0]->cols; c++)
+            *B(b, 2, r, c) = *B(b, 0, r, c) + *B(b, 1, 0, c);
+    return 0;
+}
+
+Test(call, bias_add_skips_the_repeated_bias_block)
+{
+    int64_t R = 41, C = 128, br = 8;
+    float *x = ints(R * C, 6), *bias = ints(C, 7);
+    for (int dtype = TK_DTYPE_F32; dtype <= TK_DTYPE_BF16; dtype++) {
+        tk_matrix *in[2] = {from(dtype, R, C, x), from(dtype, 1, C, bias)};
+        tk_matrix *out = blank(dtype, R, C);
+        int64_t grid[2] = {(R + br - 1) / br, 1};
+        static const int64_t bmap[6] = {0, 0, 0, 0, 1, 0};  /* (0, j) */
+        tk_call *c;
+        tkt_expect_status(tk_call_create(&c, 2, grid, bias_body, NULL), TK_OK);
+        tk_call_add_input(c, dtype, R, C, br, C, NULL);
+        tk_call_add_input(c, dtype, 1, C, 1, C, bmap);
+        tk_call_add_output(c, dtype, R, C, br, C, NULL);
+        tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < C; j++)
+                cr_assert_eq(at(out, r, j), x[r * C + j] + bias[j]);
+        /* The bias block is copied once and skipped on the other 5 steps. */
+        cr_assert_eq(stat(c, TK_STAT_COPIES_SKIPPED), 5.0);
+        cr_assert_eq(stat(c, TK_STAT_COPIES_IN), 6.0 + 1.0);
+        tk_call_destroy(c);
+        tk_matrix_destroy(in[0]);
+        tk_matrix_destroy(in[1]);
+        tk_matrix_destroy(out);
+    }
+    free(x);
+    free(bias);
+}
+
+/* ---- transpose: index map (j, i) -------------------------------------------- */
+
+static int transpose_body(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t r = 0; r < b[1]->rows; r++)
+        for (int64_t c = 0; c < b[1]->cols; c++)
+            *B(b, 1, r, c) = *B(b, 0, c, r);
+    return 0;
+}
+
+Test(call, transpose_bit_for_bit)
+{
+    int64_t R = 37, C = 150, bs = 16;
+    float *x = malloc((size_t)(R * C) * sizeof *x);
+    tkt_fill(x, (size_t)(R * C), 8);
+    tk_matrix *in = from(TK_DTYPE_F32, R, C, x), *out = blank(TK_DTYPE_F32, C, R);
+    int64_t grid[2] = {(C + bs - 1) / bs, (R + bs - 1) / bs};
+    static const int64_t xmap[6] = {0, 1, 0, 1, 0, 0};  /* (j, i) */
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, transpose_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, R, C, bs, bs, xmap);
+    tk_call_add_output(c, TK_DTYPE_F32, C, R, bs, bs, NULL);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            cr_assert_eq(tkt_bits(at(out, j, r)), tkt_bits(x[r * C + j]));
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(x);
+}
+
+/* ---- the seed's axpy: the same bits as tk_kernel_run ------------------------ */
+
+static int axpy_body(void *user, tk_block *const *b, int n)
+{
+    float alpha = *(const float *)user;
+    (void)n;
+    for (int64_t r = 0; r < b[0]->rows; r++)
+        for (int64_t c = 0; c < b[0]->cols; c++)
+            *B(b, 2, r, c) = alpha * *B(b, 0, r, c) + *B(b, 1, r, c);
+    return 0;
+}
+
+Test(call, axpy_equals_tk_kernel_run)
+{
+    static float alpha = 3.0f;
+    int64_t R = 17, C = 257;
+    float *x = malloc((size_t)(R * C) * sizeof *x), *y = malloc((size_t)(R * C) * sizeof *y);
+    tkt_fill(x, (size_t)(R * C), 9);
+    tkt_fill(y, (size_t)(R * C), 10);
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_axpy(&k, alpha), TK_OK);
+    for (int dtype = TK_DTYPE_F32; dtype <= TK_DTYPE_BF16; dtype++) {
+        tk_matrix *in[2] = {from(dtype, R, C, x), from(dtype, R, C, y)};
+        tk_matrix *got = blank(dtype, R, C), *want = blank(dtype, R, C);
+        tk_tiling *t;
+        tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+        tkt_expect_status(tk_kernel_run(k, t, (const tk_matrix *const *)in, want), TK_OK);
+        int64_t grid[2] = {3, 3};
+        tk_call *c;
+        tkt_expect_status(tk_call_create(&c, 2, grid, axpy_body, &alpha), TK_OK);
+        tk_call_add_input(c, dtype, R, C, 8, 128, NULL);
+        tk_call_add_input(c, dtype, R, C, 8, 128, NULL);
+        tk_call_add_output(c, dtype, R, C, 8, 128, NULL);
+        tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &got), TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(got), tk_matrix_data(want),
+                          (size_t)(R * C * tk_dtype_size(dtype))), "%s", tk_dtype_name(dtype));
+        cr_assert_eq(stat(c, TK_STAT_COPIES_SKIPPED), 0.0);
+        tk_call_destroy(c);
+        tk_tiling_destroy(t);
+        tk_matrix_destroy(in[0]);
+        tk_matrix_destroy(in[1]);
+        tk_matrix_destroy(got);
+        tk_matrix_destroy(want);
+    }
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+}
+
+/* ---- uninitialized outputs, pad fills, failing bodies ------------------------- */
+
+static int forgets_init(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t r = 0; r < b[0]->rows; r++)  /* accumulates without a k == 0 start */
+        *B(b, 1, r, 0) += *B(b, 0, r, 0);
+    return 0;
+}
+
+Test(call, an_output_the_body_never_initializes_is_nan)
+{
+    float x[16];
+    for (int i = 0; i < 16; i++)
+        x[i] = 1.0f;
+    tk_matrix *in = from(TK_DTYPE_F32, 8, 2, x), *out = blank(TK_DTYPE_F32, 8, 1);
+    int64_t grid[2] = {1, 2};
+    static const int64_t omap[6] = {1, 0, 0, 0, 0, 0};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, forgets_init, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 8, 2, 8, 1, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 8, 1, 8, 1, omap);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    for (int r = 0; r < 8; r++)
+        cr_assert(isnan(at(out, r, 0)), "row %d is %g, not NaN", r, at(out, r, 0));
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+}
+
+static int copy_body(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t r = 0; r < b[0]->rows; r++)
+        for (int64_t c = 0; c < b[0]->cols; c++)
+            *B(b, 1, r, c) = *B(b, 0, r, c);
+    return 0;
+}
+
+/* A 3x3 input in 2x2 blocks copied into a 4x4 output: the output shows
+ * what each policy puts past the input's edge. */
+Test(call, pad_policies_zero_nan_and_a_value)
+{
+    float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    tk_matrix *in = from(TK_DTYPE_F32, 3, 3, x), *out = blank(TK_DTYPE_F32, 4, 4);
+    int64_t grid[2] = {2, 2};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 3, 3, 2, 2, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    int64_t v;
+    tkt_expect_status(tk_call_get(c, TK_CALL_PAD, &v), TK_OK);
+    cr_assert_eq(v, TK_PAD_ZERO);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    cr_assert_eq(at(out, 3, 3), 0.0f);
+    cr_assert_eq(at(out, 1, 1), 5.0f);
+    tkt_expect_status(tk_call_set(c, TK_CALL_PAD, TK_PAD_NAN), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    cr_assert(isnan(at(out, 3, 0)) && isnan(at(out, 0, 3)));
+    tkt_expect_status(tk_call_set_pad_value(c, -7.5f), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    cr_assert_eq(at(out, 3, 2), -7.5f);
+    cr_assert_eq(at(out, 2, 2), 9.0f);
+    tkt_expect_status(tk_call_set(c, TK_CALL_PAD, 4), TK_ERANGE);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+}
+
+static int fails_at_step(void *user, tk_block *const *b, int n)
+{
+    int64_t *left = user;
+    copy_body(NULL, b, n);
+    return --*left == 0 ? 42 : 0;
+}
+
+Test(call, a_failing_body_leaves_every_output_as_it_was)
+{
+    int64_t R = 20, C = 300;
+    float *x = ints(R * C, 11);
+    tk_matrix *in = from(TK_DTYPE_BF16, R, C, x), *out = blank(TK_DTYPE_BF16, R, C);
+    size_t bytes = (size_t)(R * C * 2);
+    void *before = malloc(bytes);
+    memcpy(before, tk_matrix_data(out), bytes);
+    int64_t left = 7, grid[2] = {3, 3};  /* fails on step 6, after 6 write-backs */
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, fails_at_step, &left), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tk_call_add_output(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "returned 42 at step 6, grid index (2, 0)"), "%s",
+              tk_last_error_message());
+    cr_assert(!memcmp(tk_matrix_data(out), before, bytes), "the output changed");
+    double v;
+    tkt_expect_status(tk_call_stat(c, TK_STAT_STEPS, &v), TK_ESTATE);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(before);
+    free(x);
+}
+
+/* ---- refusals ------------------------------------------------------------------ */
+
+static int never(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)b;
+    (void)n;
+    cr_assert_fail("the body ran");
+    return 0;
+}
+
+static int bad_map(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user;
+    (void)rank;
+    *br = 0;
+    *bc = 0;
+    return g[1] == 1 ? 5 : 0;
+}
+
+static int swap_map(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user;
+    (void)rank;
+    *br = g[1];
+    *bc = g[0];
+    return 0;
+}
+
+Test(call, refusals_name_the_operand_axis_or_value)
+{
+    tk_call *c = (tk_call *)1;
+    int64_t g4[4] = {1, 1, 1, 1}, g0[2] = {2, 0}, g[2] = {2, 2};
+    tkt_expect_status(tk_call_create(&c, 0, g4, never, NULL), TK_ERANGE);
+    cr_assert_null(c);
+    tkt_expect_status(tk_call_create(&c, 4, g4, never, NULL), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "rank 4"));
+    tkt_expect_status(tk_call_create(&c, 2, g0, never, NULL), TK_ESHAPE);
+    cr_assert(strstr(tk_last_error_message(), "axis 1 has extent 0"));
+    tkt_expect_status(tk_call_create(&c, 2, g, NULL, NULL), TK_EINVAL);
+
+    tkt_expect_status(tk_call_create(&c, 2, g, never, NULL), TK_OK);
+    tkt_expect_status(tk_call_add_input(c, TK_DTYPE_I32, 4, 4, 2, 2, NULL), TK_EDTYPE);
+    int64_t shifted[6] = {1, 0, 1, 0, 1, 0};  /* (i + 1, j): off the grid at i = 1 */
+    cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL), 0);
+    cr_assert_eq(tk_call_add_output(c, TK_DTYPE_F32, 4, 4, 2, 2, shifted), 0);
+    tk_matrix *in = blank(TK_DTYPE_F32, 4, 4), *out = blank(TK_DTYPE_F32, 4, 4);
+    tk_matrix *small = blank(TK_DTYPE_F32, 4, 3), *bf = blank(TK_DTYPE_BF16, 4, 4);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "output 0 sends grid index (1, 0) to block (2, 0), "
+                     "outside its 2x2 block grid"), "%s", tk_last_error_message());
+    /* Disagreeing counts, shapes and dtypes. */
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)&in, 1, &out), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "2 inputs given, the call has 1"));
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&small, 1, &out), TK_ESHAPE);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&bf, 1, &out), TK_EDTYPE);
+    /* A failing callback map. */
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_OUTPUT, 0, bad_map, NULL), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "index map of output 0 returned 5 at grid index "
+                     "(0, 1)"), "%s", tk_last_error_message());
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_OUTPUT, 1, bad_map, NULL), TK_ERANGE);
+    tk_call_destroy(c);
+
+    /* A non-consecutive revisit: (i, j) -> (j, 0) leaves block 0 at step 1
+     * and comes back at step 2. */
+    int64_t col_of_j[6] = {0, 1, 0, 0, 0, 0};
+    tkt_expect_status(tk_call_create(&c, 2, g, never, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 4, 4, 2, 2, col_of_j);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "output 0's block (0, 0) is visited again at step 2, "
+                     "grid index (1, 0)"), "%s", tk_last_error_message());
+    cr_assert_eq(tkt_bits(at(out, 0, 0)), 0x55555555u);
+    /* The same through a callback map. */
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_OUTPUT, 0, swap_map, NULL), TK_OK);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_INPUT, 0, swap_map, NULL), TK_OK);
+    tk_call_destroy(c);
+    int64_t rank1[1] = {2};
+    tkt_expect_status(tk_call_create(&c, 1, rank1, never, NULL), TK_OK);
+    tkt_expect_status(tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "rank-2 grid"));
+    for (int i = 0; i < TK_CALL_MAX_OPERANDS; i++) {
+        int64_t m1[4] = {1, 0, 0, 0};
+        cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 4, m1), i);
+    }
+    int64_t m1[4] = {1, 0, 0, 0};
+    tkt_expect_status(tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 4, m1), TK_ERANGE);
+    tkt_expect_status(tk_call_run(c, 0, NULL, 0, NULL), TK_EINVAL);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(small);
+    tk_matrix_destroy(bf);
+}
