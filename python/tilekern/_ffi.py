@@ -215,7 +215,7 @@ CANDIDATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_void_p), c_void_p)
 BENCH_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 
 
-class TK_BLOCK(ctypes.Structure):
+class Block(ctypes.Structure):
     """struct tk_block: what a tk_call body sees of one operand."""
     _fields_ = [("size", c_size_t), ("data", c_void_p), ("ld", c_int64),
                 ("rows", c_int64), ("cols", c_int64), ("valid_rows", c_int64),
@@ -224,7 +224,7 @@ class TK_BLOCK(ctypes.Structure):
                 ("is_output", c_int)]
 
 
-CALL_BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(P(TK_BLOCK)), c_int)
+CALL_BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(P(Block)), c_int)
 INDEX_MAP_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_int64), c_int, P(c_int64), P(c_int64))
 
 FUNCTIONS = [
