@@ -49,7 +49,7 @@ RPATH = -Wl,-rpath,$(abspath $(L))
 CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 .PHONY: all examples check run bench install uninstall clean lint-man abi-check \
-        abi-baseline sanitize deps tests clang-build python
+        abi-baseline sanitize deps tests clang-build python crosscheck
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -141,6 +141,10 @@ bench: $(BENCHES) $(B)/bench/libcandidate.so
 # The Python package installed into $(B)/venv with its test dependencies.
 python:
 	@tools/venv $(B)
+
+# Pallas (TPU interpret mode, on the CPU) against the library, bit for bit.
+crosscheck:
+	@tools/crosscheck $(B)
 
 
 # --- install -------------------------------------------------------------------
