@@ -219,11 +219,13 @@ TK_API int tk_device_get(const tk_device *d, int param, int64_t *value);
 typedef struct tk_pipeline tk_pipeline;
 
 #define TK_PIPE_MODE 401            /* a TK_MODE_* value */
-#define TK_PIPE_INPUT_BUFFERS 402   /* slots per input: 1 to 3, default 2 */
+#define TK_PIPE_INPUT_BUFFERS 402   /* slots per input: 1 to TK_PIPE_MAX_BUFFERS, default 2 */
 #define TK_PIPE_OUTPUT_BUFFERS 403  /* slots for the output: 1 or 2, default 2 */
 #define TK_PIPE_NO_PIPELINING 404   /* 1: synchronous copies, one slot each */
 #define TK_PIPE_DETECT_RACES 405    /* 1 (default): refuse a schedule with hazards */
 #define TK_PIPE_FAULT 406           /* a TK_FAULT_* value, for testing detectors */
+
+#define TK_PIPE_MAX_BUFFERS 65536   /* in practice the on-chip limit binds first */
 
 #define TK_MODE_SIMULATE 1   /* default: the schedule simulated on the host */
 #define TK_MODE_TARGET 2     /* run on the device itself: real devices only */

@@ -29,7 +29,7 @@ static const struct {
     {TK_DEVICE_LAYOUT_ROWS, 1, 1 << 20, true},
     {TK_DEVICE_LAYOUT_COLS, 1, 1 << 20, true},
     {TK_PIPE_MODE, TK_MODE_SIMULATE, TK_MODE_TARGET, true},
-    {TK_PIPE_INPUT_BUFFERS, 1, 3, true},
+    {TK_PIPE_INPUT_BUFFERS, 1, TK_PIPE_MAX_BUFFERS, true},
     {TK_PIPE_OUTPUT_BUFFERS, 1, 2, true},
     {TK_PIPE_NO_PIPELINING, 0, 1, true},
     {TK_PIPE_DETECT_RACES, 0, 1, true},

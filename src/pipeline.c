@@ -173,11 +173,14 @@ static bool tk__emit_inputs(tk__ops *s, int kind, int n, int64_t block, int64_t 
 
 /* The emit_pipeline schedule over `steps` grid steps (DESIGN's table):
  * with B input slots, the copy of block k + B - 1 starts during step k and
- * the body of step k runs once block k has been waited; with two output
- * slots a step waits the previous step's copy-out, with one its own.  The
- * fault, if any, is made at step steps / 2. */
+ * the body of step k runs once block k has been waited.  A step waits the
+ * previous step's copy-out, whatever the output's slot count, as
+ * emit_pipeline does: with one output slot the next body then writes the
+ * slot still being copied out, a hazard.  Only without pipelining (sync)
+ * does a step wait its own copy-out.  The fault, if any, is made at step
+ * steps / 2. */
 static bool tk__schedule(tk__ops *s, int n, int64_t steps, int64_t b_in, int64_t b_out,
-                         int64_t fault)
+                         bool sync, int64_t fault)
 {
     int64_t at = steps / 2;
     bool ok = true;
@@ -198,11 +201,11 @@ static bool tk__schedule(tk__ops *s, int n, int64_t steps, int64_t b_in, int64_t
         ok = ok && tk__emit(s, TK__BODY, 0, k, k, 0);
         if (!early)
             ok = ok && tk__emit(s, TK__OUT_START, TK_OPERAND_OUTPUT, k, k, k % b_out);
-        int64_t wait = b_out == 1 ? k : k - 1;
+        int64_t wait = sync ? k : k - 1;
         if (wait >= 0 && !(here && fault == TK_FAULT_SKIP_OUTPUT_WAIT))
             ok = ok && tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, wait, k, wait % b_out);
     }
-    if (b_out == 2 && steps > 0 && ok)
+    if (!sync && steps > 0 && ok)
         ok = tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, steps - 1, steps - 1,
                       (steps - 1) % b_out);
     return ok;
@@ -552,7 +555,8 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
     p->padded = p->t->padded_elements;
     tk__ops s = {0};
     p->stall = calloc((size_t)p->steps, sizeof *p->stall);
-    if (!p->stall || !tk__schedule(&s, n, p->steps, b_in, b_out, tk__param(p, TK_PIPE_FAULT))) {
+    if (!p->stall || !tk__schedule(&s, n, p->steps, b_in, b_out, sync,
+                                     tk__param(p, TK_PIPE_FAULT))) {
         free(s.op);
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
                         (long long)p->steps);

@@ -318,7 +318,8 @@ def main():
                           f"of Pallas interpret, over {MAX_STEPS})", flush=True)
                     continue
                 blocked(kernel, shape, dtype, block, x, y)
-                for buffers in (2, 3):
+                # Buffered(4) as well where the grid is short.
+                for buffers in (2, 3, 4) if steps(shape, block) <= 16 else (2, 3):
                     pipelined(kernel, device, shape, dtype, block, buffers, x, y)
     hazards(kernel, device)
     grids()
