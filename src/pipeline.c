@@ -6,6 +6,7 @@
  * the data. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,7 +440,7 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
                         "output image, overflow", (long long)(n * b_in + b_out),
                         (long long)p->t->block_rows, (long long)p->t->block_cols,
                         (long long)output->rows, (long long)output->cols);
-    float *slots = calloc(1, slot_bytes);   /* a faulty schedule may read unwritten slots */
+    float *slots = malloc(slot_bytes);
     unsigned char *image = malloc(image_bytes);
     if (!slots || !image) {
         free(slots);
@@ -447,6 +448,11 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of slots "
                         "and %zu of output image", slot_bytes, image_bytes);
     }
+    /* On-chip memory starts uninitialized: NaN, as Pallas's interpret mode
+     * fills it, so a body or a faulty schedule that reads a slot nothing
+     * wrote shows NaN rather than zeros. */
+    for (size_t i = 0; i < slot_bytes / sizeof *slots; i++)
+        slots[i] = NAN;
     float *out_slots = slots + n * b_in * area;
     for (int64_t i = 0; i < p->n_ops && !rc; i++) {
         const tk__op *o = &p->ops[i];

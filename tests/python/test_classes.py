@@ -192,3 +192,10 @@ def test_benchmark_blocks_until_ready():
 
     results = tk.benchmark({"lazy": Lazy}, sync="block_until_ready", repeats=5, warmups=1)
     assert results["lazy"].samples == 5 and Lazy.done == 6
+
+
+def test_pipeline_slots_start_as_nan_like_the_chip():
+    x = np.ones((16, 256), np.float32)
+    lazy = tk.Kernel.custom(lambda inputs, output: None, 2, body="blockwise")
+    with tk.Tiling(16, 256, 8, 128) as t, tk.Pipeline(lazy, t, tk.Device.simulated()) as p:
+        assert np.isnan(p.run([x, x])).all()
