@@ -217,6 +217,7 @@ TK_API int tk_device_get(const tk_device *d, int param, int64_t *value);
  *====================================================================*/
 
 typedef struct tk_pipeline tk_pipeline;
+typedef struct tk_call tk_call;  /* see tk_call below */
 
 #define TK_PIPE_MODE 401            /* a TK_MODE_* value */
 #define TK_PIPE_INPUT_BUFFERS 402   /* slots per input: 1 to TK_PIPE_MAX_BUFFERS, default 2 */
@@ -271,13 +272,20 @@ TK_API int tk_pipeline_race(const tk_pipeline *p, int64_t index, int64_t *step,
                             int64_t *slot, int *operand, int *kind);
 TK_API const char *tk_hazard_name(int kind);  /* "unwaited read", NULL if unknown */
 TK_API int tk_pipeline_write_trace(const tk_pipeline *p, const char *path);
+/* A tk_call through the pipeline simulator: each operand's blocks by its
+ * index map, skipped copies, resident outputs; witnesses name output j as
+ * TK_OPERAND_OUTPUT - j.  Slots per operand (0: the parameter's count). */
+TK_API int tk_pipeline_create_call(tk_pipeline **out, tk_call *c, const tk_device *d);
+TK_API int tk_pipeline_run_call(tk_pipeline *p, int n_inputs,
+                                const tk_matrix *const *inputs, int n_outputs,
+                                tk_matrix *const *outputs);
+TK_API int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index,
+                                   int64_t buffers);
 
 /*====================================================================
  * tk_call: pallas_call's grid and BlockSpecs (index maps, revisited
  * outputs, many operands), run on the host
  *====================================================================*/
-
-typedef struct tk_call tk_call;
 
 #define TK_CALL_MAX_RANK 3
 #define TK_CALL_MAX_OPERANDS 16  /* inputs, and separately outputs */

@@ -18,35 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct tk__spec {
-    int dtype;
-    int64_t rows, cols, block_rows, block_cols;
-    int64_t grid_rows, grid_cols;           /* the operand's block grid */
-    int64_t map[2][TK_CALL_MAX_RANK + 1];   /* affine: A row, then b */
-    tk_index_map_fn fn;                     /* or this, when not NULL */
-    void *user;
-} tk__spec;
-
-struct tk_call {
-    int rank;
-    int64_t grid[TK_CALL_MAX_RANK];
-    int64_t steps;
-    int semantics[TK_CALL_MAX_RANK];
-    tk_call_body_fn body;
-    void *user;
-    int n_in, n_out;
-    tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
-    int pad;                   /* a TK_PAD_* value */
-    float pad_value;           /* for TK_PAD_VALUE */
-    bool ran;                  /* stats below are those of a complete run */
-    int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
-    /* The saved-output buffer, kept across runs (fresh pages would fault on
-     * each); work_busy hands it to one run at a time, others allocate. */
-    atomic_flag work_busy;
-    void *work;
-    size_t work_bytes;
-};
-
 static const char *tk__kind_name(int kind)
 {
     return kind == TK_CALL_INPUT ? "input" : "output";
@@ -215,12 +186,6 @@ int tk_call_set_pad_value(tk_call *c, float value)
 
 /* ---- the schedule: every block index of every step ------------------------ */
 
-typedef struct tk__plan {
-    int n;                  /* operands: inputs, then outputs */
-    int64_t *idx;           /* steps x n x 2 block indices */
-    int64_t *grid;          /* steps x rank grid indices */
-} tk__plan;
-
 static void tk__grid_text(const tk_call *c, const int64_t *g, char *buf, size_t size)
 {
     size_t len = (size_t)snprintf(buf, size, "(");
@@ -328,7 +293,7 @@ static int tk__check_revisits(const tk_call *c, const tk__plan *p, int o)
     return rc;
 }
 
-static void tk__plan_free(tk__plan *p)
+void tk__plan_free(tk__plan *p)
 {
     free(p->idx);
     free(p->grid);
@@ -607,9 +572,8 @@ static bool tk__aliased(const tk_matrix *m, int n, tk_matrix *const *outputs)
     return false;
 }
 
-/* Validate, plan and run with the given fill for past-edge input reads. */
-static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
-                    int n_outputs, tk_matrix *const *outputs, float fill)
+int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
+                  tk_matrix *const *outputs, tk__plan *p)
 {
     int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
     if (rc || (rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
@@ -618,22 +582,38 @@ static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
     if (c->n_out == 0)
         return tk__fail(TK_ESTATE, "tk_call_run: the call has no output; add one with "
                         "tk_call_add_output");
-    tk__plan p;
+    return tk__make_plan(c, p);
+}
+
+int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
+                     tk_matrix *const *outputs, float fill)
+{
     tk__run run = {0};
-    if ((rc = tk__make_plan(c, &p)))
-        return rc;
     for (int i = 0; i < c->n_in; i++)
         run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 &&
                         !tk__aliased(inputs[i], c->n_out, outputs);
-    if (!(rc = tk__run_alloc(c, p.n, &run))) {
-        rc = tk__execute(c, &p, inputs, outputs, fill, &run);
-        tk__run_free(c, &run, p.n);
+    int rc = tk__run_alloc(c, p->n, &run);
+    if (!rc) {
+        rc = tk__execute(c, p, inputs, outputs, fill, &run);
+        tk__run_free(c, &run, p->n);
     }
-    tk__plan_free(&p);
     return rc;
 }
 
-static float tk__fill(const tk_call *c)
+/* Validate, plan and run with the given fill for past-edge input reads. */
+static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
+                    int n_outputs, tk_matrix *const *outputs, float fill)
+{
+    tk__plan p;
+    int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &p);
+    if (!rc) {
+        rc = tk__call_execute(c, &p, inputs, outputs, fill);
+        tk__plan_free(&p);
+    }
+    return rc;
+}
+
+float tk__call_fill(const tk_call *c)
 {
     return c->pad == TK_PAD_ZERO ? 0.0f : c->pad == TK_PAD_NAN ? NAN : c->pad_value;
 }
@@ -643,7 +623,7 @@ int tk_call_run(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_
 {
     if (!c)
         return tk__fail(TK_EINVAL, "tk_call_run: call is NULL");
-    return tk__call(c, n_inputs, inputs, n_outputs, outputs, tk__fill(c));
+    return tk__call(c, n_inputs, inputs, n_outputs, outputs, tk__call_fill(c));
 }
 
 int tk_call_check_padding(tk_call *c, int n_inputs, const tk_matrix *const *inputs,

@@ -5,6 +5,7 @@
 #define TK_BUILDING_LIBRARY 1
 #include "tilekern.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -129,6 +130,53 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
 int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
                         const tk_matrix *const *inputs, const tk_matrix *output,
                         bool *aliased);
+
+/* ---- the general call (call.c), which pipeline.c also simulates ---------- */
+
+typedef struct tk__spec {
+    int dtype;
+    int64_t rows, cols, block_rows, block_cols;
+    int64_t grid_rows, grid_cols;           /* the operand's block grid */
+    int64_t map[2][TK_CALL_MAX_RANK + 1];   /* affine: A row, then b */
+    tk_index_map_fn fn;                     /* or this, when not NULL */
+    void *user;
+} tk__spec;
+
+struct tk_call {
+    int rank;
+    int64_t grid[TK_CALL_MAX_RANK];
+    int64_t steps;
+    int semantics[TK_CALL_MAX_RANK];
+    tk_call_body_fn body;
+    void *user;
+    int n_in, n_out;
+    tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
+    int pad;                   /* a TK_PAD_* value */
+    float pad_value;           /* for TK_PAD_VALUE */
+    bool ran;                  /* stats below are those of a complete run */
+    int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
+    /* The saved-output buffer, kept across runs (fresh pages would fault on
+     * each); work_busy hands it to one run at a time, others allocate. */
+    atomic_flag work_busy;
+    void *work;
+    size_t work_bytes;
+};
+
+typedef struct tk__plan {
+    int n;                  /* operands: inputs, then outputs */
+    int64_t *idx;           /* steps x n x 2 block indices */
+    int64_t *grid;          /* steps x rank grid indices */
+} tk__plan;
+
+/* tk_call_run in two halves: check the matrices and compute (and check)
+ * every block index, then execute the plan; the pipeline simulates a plan
+ * between the two.  fill is what past-edge input reads see. */
+int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
+                  tk_matrix *const *outputs, tk__plan *p);
+int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
+                     tk_matrix *const *outputs, float fill);
+void tk__plan_free(tk__plan *p);
+float tk__call_fill(const tk_call *c);
 
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 

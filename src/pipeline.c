@@ -35,14 +35,17 @@ typedef struct {
 } tk__copy;
 
 struct tk_pipeline {
-    const tk_kernel *k;
+    const tk_kernel *k;   /* a kernel over a tiling, */
     const tk_tiling *t;
+    tk_call *call;        /* or a general call */
     const tk_device *d;
+    /* Slots of one operand, from tk_pipeline_set_buffers; 0: the parameter. */
+    int64_t buffers[2][TK_CALL_MAX_OPERANDS];
     int64_t param[6];   /* TK_PIPE_MODE .. TK_PIPE_FAULT */
     /* What the last run found; ran is false until a run got that far. */
     bool ran, modeled, checked;
     char unmodeled[256];    /* why nothing was modeled */
-    int64_t steps, copies_in, copies_out, bytes_in, bytes_out, onchip, padded;
+    int64_t steps, copies_in, copies_out, skipped, bytes_in, bytes_out, onchip, padded;
     tk__race *races;
     int64_t n_races, races_cap;
     double modeled_ns, compute_ns, stall_ns, overlap;
@@ -80,6 +83,45 @@ int tk_pipeline_create(tk_pipeline **out, const tk_kernel *k, const tk_tiling *t
     return TK_OK;
 }
 
+int tk_pipeline_create_call(tk_pipeline **out, tk_call *c, const tk_device *d)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_pipeline_create_call: out is NULL");
+    *out = NULL;
+    if (!c || !d)
+        return tk__fail(TK_EINVAL, "tk_pipeline_create_call: %s is NULL", !c ? "call" : "device");
+    tk_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return tk__fail(TK_ENOMEM, "tk_pipeline_create_call: out of memory for the handle");
+    p->call = c;
+    p->d = d;
+    const int64_t defaults[6] = {TK_MODE_SIMULATE, 2, 2, 0, 1, TK_FAULT_NONE};
+    memcpy(p->param, defaults, sizeof defaults);
+    *out = p;
+    return TK_OK;
+}
+
+int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index, int64_t buffers)
+{
+    if (!p)
+        return tk__fail(TK_EINVAL, "tk_pipeline_set_buffers: pipeline is NULL");
+    if (kind != TK_CALL_INPUT && kind != TK_CALL_OUTPUT)
+        return tk__fail(TK_EINVAL, "tk_pipeline_set_buffers: kind %d is not TK_CALL_INPUT "
+                        "or TK_CALL_OUTPUT", kind);
+    bool in = kind == TK_CALL_INPUT;
+    int n = p->call ? (in ? p->call->n_in : p->call->n_out) : (in ? p->k->n_inputs : 1);
+    if (index < 0 || index >= n)
+        return tk__fail(TK_ERANGE, "tk_pipeline_set_buffers: %s %d is outside [0, %d)",
+                        in ? "input" : "output", index, n);
+    int64_t hi = in ? TK_PIPE_MAX_BUFFERS : 2;
+    if (buffers < 0 || buffers > hi)
+        return tk__fail(TK_ERANGE, "tk_pipeline_set_buffers: %lld slots for %s %d is outside "
+                        "[1, %lld] (0 goes back to the parameter)", (long long)buffers,
+                        in ? "input" : "output", index, (long long)hi);
+    p->buffers[in ? 0 : 1][index] = buffers;
+    return TK_OK;
+}
+
 static void tk__forget(tk_pipeline *p)
 {
     free(p->races);
@@ -95,7 +137,7 @@ static void tk__forget(tk_pipeline *p)
     p->n_races = p->races_cap = p->n_ops = 0;
     p->ran = p->modeled = p->checked = false;
     p->unmodeled[0] = 0;
-    p->steps = p->copies_in = p->copies_out = p->bytes_in = p->bytes_out = 0;
+    p->steps = p->copies_in = p->copies_out = p->skipped = p->bytes_in = p->bytes_out = 0;
     p->onchip = p->padded = 0;
     p->modeled_ns = p->compute_ns = p->stall_ns = p->overlap = p->body_ns = 0;
 }
@@ -162,53 +204,113 @@ static bool tk__emit(tk__ops *s, int kind, int operand, int64_t block, int64_t s
     return true;
 }
 
-/* Every input's copy of one block, or every input's wait for it. */
-static bool tk__emit_inputs(tk__ops *s, int kind, int n, int64_t block, int64_t step,
-                            int64_t slots)
+/* What the schedule is built from.  Operand o is input o for o < n_in, else
+ * output o - n_in; use[k * n + o] numbers the block operand o uses at step k
+ * (its fetch, for an input: a new number whenever the block index changes;
+ * its residency, for an output).  A tk_tiling grid uses a new block of every
+ * operand at every step: use is then k. */
+typedef struct tk__flow {
+    int n_in, n_out;
+    int64_t steps;
+    int64_t *use;
+    int64_t buffers[2 * TK_CALL_MAX_OPERANDS];  /* slots per operand */
+    int64_t bytes[2 * TK_CALL_MAX_OPERANDS];    /* stored bytes of one block */
+    int64_t elems;                              /* f32 elements a body computes */
+    bool sync;                                  /* no pipelining */
+} tk__flow;
+
+/* The operand number witnesses and copies carry: an input's index, or
+ * TK_OPERAND_OUTPUT - j for output j. */
+static int tk__who(const tk__flow *f, int o)
 {
-    for (int i = 0; i < n; i++)
-        if (!tk__emit(s, kind, i, block, step, block % slots))
-            return false;
-    return true;
+    return o < f->n_in ? o : TK_OPERAND_OUTPUT - (o - f->n_in);
 }
 
-/* The emit_pipeline schedule over `steps` grid steps (DESIGN's table):
- * with B input slots, the copy of block k + B - 1 starts during step k and
- * the body of step k runs once block k has been waited.  A step waits the
- * previous step's copy-out, whatever the output's slot count, as
- * emit_pipeline does: with one output slot the next body then writes the
- * slot still being copied out, a hazard.  Only without pipelining (sync)
- * does a step wait its own copy-out.  The fault, if any, is made at step
- * steps / 2. */
-static bool tk__schedule(tk__ops *s, int n, int64_t steps, int64_t b_in, int64_t b_out,
-                         bool sync, int64_t fault)
+static int tk__operand_of(const tk__flow *f, int who)
 {
-    int64_t at = steps / 2;
+    return who >= 0 ? who : f->n_in + (TK_OPERAND_OUTPUT - who);
+}
+
+static int64_t tk__use(const tk__flow *f, int64_t k, int o)
+{
+    return f->use[k * (f->n_in + f->n_out) + o];
+}
+
+/* Whether operand o starts a block at step k (a fetch; for an output, a
+ * residency), and whether it ends one there. */
+static bool tk__starts(const tk__flow *f, int64_t k, int o)
+{
+    return k == 0 || tk__use(f, k, o) != tk__use(f, k - 1, o);
+}
+
+static bool tk__ends(const tk__flow *f, int64_t k, int o)
+{
+    return k == f->steps - 1 || tk__use(f, k, o) != tk__use(f, k + 1, o);
+}
+
+/* The copy-out of every output block whose residency ends at step k. */
+static bool tk__emit_copies_out(tk__ops *s, const tk__flow *f, int64_t k)
+{
     bool ok = true;
-    for (int64_t j = 0; b_in > 1 && j < b_in - 1 && j < steps; j++)
-        ok = ok && tk__emit_inputs(s, TK__IN_START, n, j, 0, b_in);
-    for (int64_t k = 0; k < steps && ok; k++) {
+    for (int o = f->n_in; o < f->n_in + f->n_out && ok; o++)
+        if (tk__ends(f, k, o))
+            ok = tk__emit(s, TK__OUT_START, tk__who(f, o), tk__use(f, k, o), k,
+                          tk__use(f, k, o) % f->buffers[o]);
+    return ok;
+}
+
+/* The emit_pipeline schedule (DESIGN's table), generalized to blocks that
+ * repeat: with B slots for an input, its fetch c + B - 1 starts during the
+ * step that starts fetch c, and a step that starts a fetch waits it before
+ * the body; steps that reuse the previous block copy nothing.  An output
+ * block is copied out after the body of the last step of its residency,
+ * which then waits the previous residency's copy-out whatever the output's
+ * slot count, as emit_pipeline does: with one slot the next body writes the
+ * slot still being copied out, a hazard.  Only without pipelining does a
+ * step wait its own copy-out.  The fault, if any, is made at step steps / 2. */
+static bool tk__schedule(tk__ops *s, const tk__flow *f, int64_t fault)
+{
+    int n = f->n_in + f->n_out;
+    int64_t at = f->steps / 2, most = 1, last = f->steps - 1;
+    bool ok = true;
+    for (int i = 0; i < f->n_in; i++)
+        most = f->buffers[i] > most ? f->buffers[i] : most;
+    for (int64_t c = 0; c + 1 < most; c++)   /* the prologue, input after input */
+        for (int i = 0; i < f->n_in && ok; i++)
+            if (c + 1 < f->buffers[i] && c <= tk__use(f, last, i))
+                ok = tk__emit(s, TK__IN_START, i, c, 0, c % f->buffers[i]);
+    for (int64_t k = 0; k < f->steps && ok; k++) {
         bool here = k == at;
-        int64_t ahead = k + (b_in > 1 ? b_in - 1 : 0);
-        if (here && fault == TK_FAULT_PREFETCH_OVERRUN)
-            ahead++;
-        if (ahead < steps)
-            ok = tk__emit_inputs(s, TK__IN_START, n, ahead, k, b_in);
-        if (!(here && fault == TK_FAULT_SKIP_INPUT_WAIT))
-            ok = ok && tk__emit_inputs(s, TK__IN_WAIT, n, k, k, b_in);
+        for (int i = 0; i < f->n_in && ok; i++) {
+            if (!tk__starts(f, k, i))
+                continue;
+            int64_t b = f->buffers[i], ahead = tk__use(f, k, i) + (b > 1 ? b - 1 : 0);
+            if (here && fault == TK_FAULT_PREFETCH_OVERRUN)
+                ahead++;
+            if (ahead <= tk__use(f, last, i))
+                ok = tk__emit(s, TK__IN_START, i, ahead, k, ahead % b);
+        }
+        for (int i = 0; i < f->n_in && ok && !(here && fault == TK_FAULT_SKIP_INPUT_WAIT); i++)
+            if (tk__starts(f, k, i))
+                ok = tk__emit(s, TK__IN_WAIT, i, tk__use(f, k, i), k,
+                              tk__use(f, k, i) % f->buffers[i]);
         bool early = here && fault == TK_FAULT_EARLY_COPY_OUT;
         if (early)
-            ok = ok && tk__emit(s, TK__OUT_START, TK_OPERAND_OUTPUT, k, k, k % b_out);
+            ok = ok && tk__emit_copies_out(s, f, k);
         ok = ok && tk__emit(s, TK__BODY, 0, k, k, 0);
         if (!early)
-            ok = ok && tk__emit(s, TK__OUT_START, TK_OPERAND_OUTPUT, k, k, k % b_out);
-        int64_t wait = sync ? k : k - 1;
-        if (wait >= 0 && !(here && fault == TK_FAULT_SKIP_OUTPUT_WAIT))
-            ok = ok && tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, wait, k, wait % b_out);
+            ok = ok && tk__emit_copies_out(s, f, k);
+        for (int o = f->n_in; o < n && ok; o++) {
+            if (!tk__ends(f, k, o) || (here && fault == TK_FAULT_SKIP_OUTPUT_WAIT))
+                continue;
+            int64_t wait = tk__use(f, k, o) - !f->sync;
+            if (wait >= 0)
+                ok = tk__emit(s, TK__OUT_WAIT, tk__who(f, o), wait, k, wait % f->buffers[o]);
+        }
     }
-    if (!sync && steps > 0 && ok)
-        ok = tk__emit(s, TK__OUT_WAIT, TK_OPERAND_OUTPUT, steps - 1, steps - 1,
-                      (steps - 1) % b_out);
+    for (int o = f->n_in; o < n && ok && !f->sync && f->steps > 0; o++)
+        ok = tk__emit(s, TK__OUT_WAIT, tk__who(f, o), tk__use(f, last, o), last,
+                      tk__use(f, last, o) % f->buffers[o]);
     return ok;
 }
 
@@ -234,60 +336,67 @@ static bool tk__race_add(tk_pipeline *p, int64_t step, int64_t slot, int operand
     return true;
 }
 
-static int tk__check(tk_pipeline *p, int n, int64_t b_in, int64_t b_out)
+static int tk__check(tk_pipeline *p, const tk__flow *f)
 {
-    tk__slot *in = malloc((size_t)(n * b_in + b_out) * sizeof *in);
-    if (!in)
+    int n = f->n_in + f->n_out;
+    int64_t first[2 * TK_CALL_MAX_OPERANDS + 1];  /* operand o's slots start here */
+    first[0] = 0;
+    for (int o = 0; o < n; o++)
+        first[o + 1] = first[o] + f->buffers[o];
+    tk__slot *slot = malloc((size_t)first[n] * sizeof *slot);
+    if (!slot)
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the hazard check");
-    tk__slot *out = in + n * b_in;
-    for (int64_t i = 0; i < n * b_in + b_out; i++)
-        in[i] = (tk__slot){-1, false, true};
+    for (int64_t i = 0; i < first[n]; i++)
+        slot[i] = (tk__slot){-1, false, true};
     bool ok = true;
     for (int64_t i = 0; i < p->n_ops && ok; i++) {
-        const tk__op *o = &p->ops[i];
-        tk__slot *s = o->operand == TK_OPERAND_OUTPUT ? &out[o->slot]
-                                                       : &in[o->operand * b_in + o->slot];
-        switch (o->kind) {
+        const tk__op *op = &p->ops[i];
+        int o = tk__operand_of(f, op->operand);
+        tk__slot *s = &slot[first[o] + op->slot];
+        switch (op->kind) {
         case TK__IN_START:
             if (s->in_flight || !s->consumed)
-                ok = tk__race_add(p, o->step, o->slot, o->operand, TK_HAZARD_OVERWRITE);
-            *s = (tk__slot){o->block, true, false};
+                ok = tk__race_add(p, op->step, op->slot, op->operand, TK_HAZARD_OVERWRITE);
+            *s = (tk__slot){op->block, true, false};
             break;
         case TK__IN_WAIT:
         case TK__OUT_WAIT:
-            if (s->block == o->block)
+            if (s->block == op->block)
                 s->in_flight = false;
             break;
         case TK__BODY:
             for (int j = 0; j < n && ok; j++) {
-                tk__slot *x = &in[j * b_in + o->block % b_in];
-                if (x->block != o->block || x->in_flight)
-                    ok = tk__race_add(p, o->step, o->block % b_in, j,
-                                      TK_HAZARD_UNWAITED_READ);
-                if (x->block == o->block)
-                    x->consumed = true;
+                int64_t b = tk__use(f, op->block, j), at = b % f->buffers[j];
+                tk__slot *x = &slot[first[j] + at];
+                if (j < f->n_in) {
+                    if (x->block != b || x->in_flight)
+                        ok = tk__race_add(p, op->step, at, j, TK_HAZARD_UNWAITED_READ);
+                    /* A block is in use until the last step that reads it. */
+                    if (x->block == b && tk__ends(f, op->block, j))
+                        x->consumed = true;
+                } else {
+                    if (x->in_flight)
+                        ok = tk__race_add(p, op->step, at, tk__who(f, j),
+                                          TK_HAZARD_UNWAITED_WRITE);
+                    x->consumed = false;   /* written, not yet copied out */
+                    x->block = b;
+                }
             }
-            s = &out[o->block % b_out];
-            if (ok && s->in_flight)
-                ok = tk__race_add(p, o->step, o->block % b_out, TK_OPERAND_OUTPUT,
-                                  TK_HAZARD_UNWAITED_WRITE);
-            s->consumed = false;   /* written, not yet copied out */
-            s->block = o->block;
             break;
         case TK__OUT_START:
-            if (s->block != o->block || s->consumed)
-                ok = tk__race_add(p, o->step, o->slot, TK_OPERAND_OUTPUT,
+            if (s->block != op->block || s->consumed)
+                ok = tk__race_add(p, op->step, op->slot, op->operand,
                                   TK_HAZARD_EARLY_COPY_OUT);
-            *s = (tk__slot){o->block, true, true};
+            *s = (tk__slot){op->block, true, true};
             break;
         }
     }
-    for (int64_t i = 0; i < n * b_in + b_out && ok; i++)
-        if (in[i].in_flight)
-            ok = tk__race_add(p, p->steps - 1, i < n * b_in ? i % b_in : i - n * b_in,
-                              i < n * b_in ? (int)(i / b_in) : TK_OPERAND_OUTPUT,
-                              TK_HAZARD_NEVER_WAITED);
-    free(in);
+    for (int o = 0; o < n && ok; o++)
+        for (int64_t i = first[o]; i < first[o + 1] && ok; i++)
+            if (slot[i].in_flight)
+                ok = tk__race_add(p, p->steps - 1, i - first[o], tk__who(f, o),
+                                  TK_HAZARD_NEVER_WAITED);
+    free(slot);
     return ok ? TK_OK : tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for witnesses");
 }
 
@@ -325,7 +434,7 @@ static double tk__overlap_with_bodies(const tk_pipeline *p, double a, double b)
     return sum;
 }
 
-static int tk__model(tk_pipeline *p, int64_t in_bytes, int64_t out_bytes, int64_t elems)
+static int tk__model(tk_pipeline *p, const tk__flow *f)
 {
     int64_t bw, lat, engines, rate;
     if (tk__figure(p, TK_DEVICE_HBM_BYTES_PER_S, &bw) ||
@@ -340,7 +449,7 @@ static int tk__model(tk_pipeline *p, int64_t in_bytes, int64_t out_bytes, int64_
         free(free_at);
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the cost model");
     }
-    p->body_ns = (double)elems / (double)rate * 1e9;
+    p->body_ns = (double)f->elems / (double)rate * 1e9;
     double t = 0, copy_ns = 0, hidden = 0, end = 0;
     for (int64_t i = 0; i < p->n_ops; i++) {
         const tk__op *o = &p->ops[i];
@@ -349,7 +458,7 @@ static int tk__model(tk_pipeline *p, int64_t in_bytes, int64_t out_bytes, int64_
             for (int64_t j = 1; j < engines; j++)
                 if (free_at[j] < free_at[e])
                     e = j;
-            double bytes = (double)(o->kind == TK__IN_START ? in_bytes : out_bytes);
+            double bytes = (double)f->bytes[tk__operand_of(f, o->operand)];
             double start = t > free_at[e] ? t : free_at[e];
             p->copies[i] = (tk__copy){start, start + (double)lat + bytes / (double)bw * 1e9, e};
             free_at[e] = p->copies[i].end;
@@ -505,41 +614,126 @@ static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
 
 /* Blocks must be whole layout tiles, and every operand's slots must fit the
  * device's scoped on-chip limit, before anything runs. */
-static int tk__fits(tk_pipeline *p, int n, int64_t b_in, int64_t b_out, int dtype)
+static int tk__layout(const tk_pipeline *p, int64_t *lr, int64_t *lc, int64_t *limit)
 {
-    int64_t lr, lc, limit, br = p->t->block_rows, bc = p->t->block_cols, bytes;
-    int64_t es = tk_dtype_size(dtype);
-    int rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_ROWS, &lr);
+    int rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_ROWS, lr);
     if (!rc)
-        rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_COLS, &lc);
+        rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_COLS, lc);
     if (!rc)
-        rc = tk_device_get(p->d, TK_DEVICE_ONCHIP_LIMIT_BYTES, &limit);
+        rc = tk_device_get(p->d, TK_DEVICE_ONCHIP_LIMIT_BYTES, limit);
     if (rc) {   /* tk_device_get's words name the figure; keep them */
         char why[256];
         snprintf(why, sizeof why, "%s", tk_last_error_message());
         return tk__fail(rc, "tk_pipeline_run: %s", why);
     }
+    return TK_OK;
+}
+
+/* The slots of every operand: buffers x block bytes, summed into p->onchip;
+ * false on overflow. */
+static bool tk__onchip(tk_pipeline *p, const tk__flow *f)
+{
+    p->onchip = 0;
+    for (int o = 0; o < f->n_in + f->n_out; o++) {
+        int64_t v;
+        if (!tk__mul(f->buffers[o], f->bytes[o], &v) || !tk__add(p->onchip, v, &p->onchip))
+            return false;
+    }
+    return true;
+}
+
+static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
+{
+    int64_t lr, lc, limit, br = p->t->block_rows, bc = p->t->block_cols;
+    int n = f->n_in;
+    int rc = tk__layout(p, &lr, &lc, &limit);
+    if (rc)
+        return rc;
     if (br % lr || bc % lc)
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: pipeline blocks must be multiples of "
                         "(%lld,%lld), the \"%s\" layout tile: got %lldx%lld", (long long)lr,
                         (long long)lc, tk_device_kind(p->d), (long long)br, (long long)bc);
-    if (!tk__mul(br * bc, es, &bytes) || !tk__mul(bytes, n * b_in + b_out, &p->onchip))
+    if (!tk__onchip(p, f))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: on-chip bytes of %lldx%lld blocks "
                         "overflow", (long long)br, (long long)bc);
     if (p->onchip > limit)
         return tk__fail(TK_ECAPACITY, "tk_pipeline_run: %d input(s) x %lld slot(s) + %lld "
                         "output slot(s) of %lldx%lld %s blocks need %lld bytes, over the "
-                        "\"%s\" scoped on-chip limit of %lld", n, (long long)b_in,
-                        (long long)b_out, (long long)br, (long long)bc,
+                        "\"%s\" scoped on-chip limit of %lld", n, (long long)f->buffers[0],
+                        (long long)f->buffers[n], (long long)br, (long long)bc,
                         tk_dtype_name(dtype),
                         (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
     return TK_OK;
+}
+
+/* Operand o's slot count: its own, else the parameter; 1 without pipelining. */
+static int64_t tk__buffers(const tk_pipeline *p, const tk__flow *f, int o)
+{
+    if (f->sync)
+        return 1;
+    bool in = o < f->n_in;
+    int64_t own = p->buffers[in ? 0 : 1][in ? o : o - f->n_in];
+    return own ? own : tk__param(p, in ? TK_PIPE_INPUT_BUFFERS : TK_PIPE_OUTPUT_BUFFERS);
+}
+
+/* Build the schedule of f, check it for hazards and model it; TK_ERACE
+ * names the first hazard.  Nothing has touched the outputs yet. */
+static int tk__simulate(tk_pipeline *p, const tk__flow *f)
+{
+    tk__ops s = {0};
+    p->steps = f->steps;
+    p->stall = calloc((size_t)p->steps, sizeof *p->stall);
+    if (!p->stall || !tk__schedule(&s, f, tk__param(p, TK_PIPE_FAULT))) {
+        free(s.op);
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
+                        (long long)p->steps);
+    }
+    p->ops = s.op;
+    p->n_ops = s.n;
+    bool ok = true;
+    for (int64_t i = 0; i < s.n; i++) {
+        int64_t bytes = f->bytes[tk__operand_of(f, s.op[i].operand)];
+        if (s.op[i].kind == TK__IN_START) {
+            p->copies_in++;
+            ok = ok && tk__add(p->bytes_in, bytes, &p->bytes_in);
+        } else if (s.op[i].kind == TK__OUT_START) {
+            p->copies_out++;
+            ok = ok && tk__add(p->bytes_out, bytes, &p->bytes_out);
+        }
+    }
+    if (!ok)
+        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: the bytes of %lld copies overflow",
+                        (long long)(p->copies_in + p->copies_out));
+    for (int i = 0; i < f->n_in; i++)   /* steps that reuse the previous block */
+        p->skipped += f->steps - 1 - tk__use(f, f->steps - 1, i);
+    p->ran = true;
+    p->checked = tk__param(p, TK_PIPE_DETECT_RACES);
+    int rc;
+    if ((p->checked && (rc = tk__check(p, f))) || (rc = tk__model(p, f)))
+        return rc;
+    if (!p->n_races)
+        return TK_OK;
+    const tk__race *r = &p->races[0];
+    char operand[32];
+    if (r->operand >= 0)
+        snprintf(operand, sizeof operand, "input %d", r->operand);
+    else if (f->n_out == 1)
+        snprintf(operand, sizeof operand, "the output");
+    else
+        snprintf(operand, sizeof operand, "output %d", TK_OPERAND_OUTPUT - r->operand);
+    return tk__fail(TK_ERACE, "tk_pipeline_run: %lld hazard(s); first: %s at step %lld, "
+                    "slot %lld of %s; the %s unchanged", (long long)p->n_races,
+                    tk_hazard_name(r->kind), (long long)r->step, (long long)r->slot,
+                    operand, f->n_out == 1 ? "output is" : "outputs are");
 }
 
 int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
 {
     if (!p)
         return tk__fail(TK_EINVAL, "tk_pipeline_run: pipeline is NULL");
+    if (p->call)
+        return tk__fail(TK_ESTATE, "tk_pipeline_run: this pipeline simulates a tk_call; run "
+                        "it with tk_pipeline_run_call");
     bool aliased;   /* harmless here: the output is written once, at the end */
     int rc = tk__kernel_validate("tk_pipeline_run", p->k, p->t, inputs, output, &aliased);
     if (rc)
@@ -550,53 +744,120 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
     if (p->t->tail == TK_TAIL_SHIFT_INWARDS)
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: a pipeline visits the padded grid; "
                         "shift-inwards would move its blocks (use TK_TAIL_MASK or TK_TAIL_PAD)");
-    bool sync = tk__param(p, TK_PIPE_NO_PIPELINING);
-    int64_t b_in = sync ? 1 : tk__param(p, TK_PIPE_INPUT_BUFFERS);
-    int64_t b_out = sync ? 1 : tk__param(p, TK_PIPE_OUTPUT_BUFFERS);
     int n = p->k->n_inputs;
     int64_t es = tk_dtype_size(output->dtype), area = p->t->block_rows * p->t->block_cols;
-    if ((rc = tk__fits(p, n, b_in, b_out, output->dtype)))
+    tk__flow f = {.n_in = n, .n_out = 1, .steps = p->t->tiles, .elems = area,
+                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING)};
+    for (int o = 0; o <= n; o++) {
+        f.buffers[o] = tk__buffers(p, &f, o);
+        f.bytes[o] = area * es;   /* no overflow: the matrices hold whole rows of it */
+    }
+    if ((rc = tk__fits(p, &f, output->dtype)))
         return rc;
-    p->steps = p->t->tiles;
     p->padded = p->t->padded_elements;
-    tk__ops s = {0};
-    p->stall = calloc((size_t)p->steps, sizeof *p->stall);
-    if (!p->stall || !tk__schedule(&s, n, p->steps, b_in, b_out, sync,
-                                     tk__param(p, TK_PIPE_FAULT))) {
-        free(s.op);
+    /* Every step of a tk_tiling grid uses a new block of every operand. */
+    size_t bytes;
+    if ((rc = tk__bytes(f.steps, n + 1, sizeof *f.use, &bytes)))
+        return rc;
+    if (!(f.use = malloc(bytes)))
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
-                        (long long)p->steps);
+                        (long long)f.steps);
+    for (int64_t k = 0; k < f.steps; k++)
+        for (int o = 0; o <= n; o++)
+            f.use[k * (n + 1) + o] = k;
+    rc = tk__simulate(p, &f);
+    free(f.use);
+    return rc ? rc : tk__execute(p, inputs, output, f.buffers[0], f.buffers[n]);
+}
+
+/* Pallas's rule for a call's blocks: each dimension a multiple of the layout
+ * tile's, or the operand's whole extent. */
+static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
+{
+    int64_t lr, lc, limit;
+    int rc = tk__layout(p, &lr, &lc, &limit);
+    for (int o = 0; o < f->n_in + f->n_out && !rc; o++) {
+        bool in = o < f->n_in;
+        const tk__spec *s = in ? &p->call->in[o] : &p->call->out[o - f->n_in];
+        if ((s->block_rows % lr && s->block_rows != s->rows) ||
+            (s->block_cols % lc && s->block_cols != s->cols))
+            rc = tk__fail(TK_ELAYOUT, "tk_pipeline_run_call: pipeline blocks must be multiples "
+                          "of (%lld,%lld), the \"%s\" layout tile, or span the operand: %s "
+                          "%d has %lldx%lld blocks over %lldx%lld", (long long)lr,
+                          (long long)lc, tk_device_kind(p->d), in ? "input" : "output",
+                          in ? o : o - f->n_in, (long long)s->block_rows,
+                          (long long)s->block_cols, (long long)s->rows, (long long)s->cols);
     }
-    p->ops = s.op;
-    p->n_ops = s.n;
-    for (int64_t i = 0; i < s.n; i++) {
-        p->copies_in += s.op[i].kind == TK__IN_START;
-        p->copies_out += s.op[i].kind == TK__OUT_START;
-    }
-    int64_t block_bytes = area * es;   /* no overflow: tk__fits computed it */
-    if (!tk__mul(p->copies_in, block_bytes, &p->bytes_in) ||
-        !tk__mul(p->copies_out, block_bytes, &p->bytes_out))
-        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: %lld copies of %lld bytes overflow",
-                        (long long)p->copies_in, (long long)block_bytes);
-    p->ran = true;
-    p->checked = tk__param(p, TK_PIPE_DETECT_RACES);
-    if (p->checked && (rc = tk__check(p, n, b_in, b_out)))
+    if (rc)
         return rc;
-    if ((rc = tk__model(p, area * es, area * es, area)))
+    if (!tk__onchip(p, f))
+        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: on-chip bytes overflow");
+    if (p->onchip > limit)
+        return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand need "
+                        "%lld bytes, over the \"%s\" scoped on-chip limit of %lld",
+                        (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
+    return TK_OK;
+}
+
+int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
+                         int n_outputs, tk_matrix *const *outputs)
+{
+    if (!p)
+        return tk__fail(TK_EINVAL, "tk_pipeline_run_call: pipeline is NULL");
+    if (!p->call)
+        return tk__fail(TK_ESTATE, "tk_pipeline_run_call: this pipeline runs a tk_kernel; "
+                        "run it with tk_pipeline_run");
+    tk_call *c = p->call;
+    tk__plan plan;
+    int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &plan);
+    if (rc)
         return rc;
-    if (p->n_races) {
-        const tk__race *r = &p->races[0];
-        char operand[24];
-        if (r->operand == TK_OPERAND_OUTPUT)
-            snprintf(operand, sizeof operand, "the output");
+    tk__forget(p);
+    if (tk__param(p, TK_PIPE_MODE) == TK_MODE_TARGET) {
+        if (tk_device_is_simulated(p->d) || strcmp(tk_device_platform(p->d), "cpu") != 0)
+            rc = tk__fail(TK_ENOTARGET, "tk_pipeline_run_call: a real target is required and "
+                          "only the host is driven by the library (\"%s\" is %s)",
+                          tk_device_kind(p->d), tk_device_is_simulated(p->d)
+                          ? "a simulated profile" : "driven by the caller");
         else
-            snprintf(operand, sizeof operand, "input %d", r->operand);
-        return tk__fail(TK_ERACE, "tk_pipeline_run: %lld hazard(s); first: %s at step %lld, "
-                        "slot %lld of %s; the output is unchanged", (long long)p->n_races,
-                        tk_hazard_name(r->kind), (long long)r->step, (long long)r->slot,
-                        operand);
+            rc = tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c));
+        tk__plan_free(&plan);
+        return rc;
     }
-    return tk__execute(p, inputs, output, b_in, b_out);
+    int n = plan.n;
+    tk__flow f = {.n_in = c->n_in, .n_out = c->n_out, .steps = c->steps,
+                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING)};
+    for (int o = 0; o < n; o++) {
+        const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+        int64_t area = s->block_rows * s->block_cols;  /* checked when it was added */
+        f.buffers[o] = tk__buffers(p, &f, o);
+        f.bytes[o] = area * tk_dtype_size(s->dtype);  /* at most 4x the f32 block */
+        f.elems = area > f.elems ? area : f.elems;
+        if (o >= c->n_in)
+            p->padded += s->grid_rows * s->block_rows * s->grid_cols * s->block_cols;
+    }
+    size_t bytes;
+    if (!rc && !(rc = tk__fits_call(p, &f)) &&
+        !(rc = tk__bytes(f.steps, n, sizeof *f.use, &bytes)) && !(f.use = malloc(bytes)))
+        rc = tk__fail(TK_ENOMEM, "tk_pipeline_run_call: out of memory for a %lld-step "
+                      "schedule", (long long)f.steps);
+    if (rc) {
+        tk__plan_free(&plan);
+        return rc;
+    }
+    /* Number each operand's blocks: a new one whenever the index changes. */
+    for (int64_t k = 0; k < f.steps; k++)
+        for (int o = 0; o < n; o++) {
+            const int64_t *b = &plan.idx[(k * n + o) * 2];
+            bool same = k > 0 && b[0] == b[-2 * n] && b[1] == b[-2 * n + 1];
+            f.use[k * n + o] = k == 0 ? 0 : f.use[(k - 1) * n + o] + !same;
+        }
+    rc = tk__simulate(p, &f);
+    free(f.use);
+    if (!rc)
+        rc = tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c));
+    tk__plan_free(&plan);
+    return rc;
 }
 
 /* ---- results ------------------------------------------------------------ */
@@ -619,8 +880,7 @@ int tk_pipeline_stat(const tk_pipeline *p, int stat, double *value)
     case TK_STAT_STEPS: *value = (double)p->steps; break;
     case TK_STAT_COPIES_IN: *value = (double)p->copies_in; break;
     case TK_STAT_COPIES_OUT: *value = (double)p->copies_out; break;
-    /* A tk_tiling grid visits a new block of every operand at every step. */
-    case TK_STAT_COPIES_SKIPPED: *value = 0; break;
+    case TK_STAT_COPIES_SKIPPED: *value = (double)p->skipped; break;
     case TK_STAT_BYTES_IN: *value = (double)p->bytes_in; break;
     case TK_STAT_BYTES_OUT: *value = (double)p->bytes_out; break;
     case TK_STAT_ONCHIP_BYTES: *value = (double)p->onchip; break;
@@ -733,8 +993,9 @@ int tk_pipeline_write_trace(const tk_pipeline *p, const char *path)
                 snprintf(name, sizeof name, "copy in: input %d, block %lld, slot %lld",
                          o->operand, (long long)o->block, (long long)o->slot);
             else
-                snprintf(name, sizeof name, "copy out: block %lld, slot %lld",
-                         (long long)o->block, (long long)o->slot);
+                snprintf(name, sizeof name, "copy out: output %d, block %lld, slot %lld",
+                         TK_OPERAND_OUTPUT - o->operand, (long long)o->block,
+                         (long long)o->slot);
             tk__trace_event(f, &first, name, c->engine + 1, c->start, c->end - c->start,
                             o->step);
         }

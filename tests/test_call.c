@@ -575,3 +575,121 @@ Test(call, refusals_name_the_operand_axis_or_value)
     tk_matrix_destroy(small);
     tk_matrix_destroy(bf);
 }
+
+/* ---- the call through the pipeline simulator ------------------------------------- */
+
+static double pstat(const tk_pipeline *p, int which)
+{
+    double v = -1;
+    tkt_expect_status(tk_pipeline_stat(p, which, &v), TK_OK);
+    return v;
+}
+
+Test(call, matmul_through_the_pipeline_equals_the_host_run)
+{
+    int64_t M = 37, N = 260, K = 300;
+    float *x = ints(M * K, 12), *y = ints(K * N, 13);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, M, K, x), from(TK_DTYPE_F32, K, N, y)};
+    tk_matrix *host = blank(TK_DTYPE_BF16, M, N), *sim = blank(TK_DTYPE_BF16, M, N);
+    tk_call *c = matmul_call(TK_DTYPE_BF16, M, N, K, 16, 128, 128);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &host), TK_OK);
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim), TK_OK);
+    cr_assert(!memcmp(tk_matrix_data(sim), tk_matrix_data(host), (size_t)(M * N * 2)));
+    /* Grid 3 x 3 x 3: x and y change block every step, the output every 3. */
+    cr_assert_eq(pstat(p, TK_STAT_STEPS), 27.0);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_IN), 54.0);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_SKIPPED), 0.0);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_OUT), 9.0);
+    cr_assert_eq(pstat(p, TK_STAT_HAZARDS), 0.0);
+    /* Two slots each: x 16x128, y 128x128 f32 and the out 16x128 bf16. */
+    cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES), 2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2));
+    cr_assert(pstat(p, TK_STAT_MODELED_NS) > 0);
+    /* Per-operand slots. */
+    tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 1, 3), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim), TK_OK);
+    cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES), 2.0 * 16 * 128 * 4 + 3.0 * 128 * 128 * 4 +
+                                                   2.0 * 16 * 128 * 2);
+    tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_OUTPUT, 0, 3), TK_ERANGE);
+    tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 2, 1), TK_ERANGE);
+    /* One output slot: the first body of the next residency writes the slot
+     * still being copied out, as in emit_pipeline. */
+    tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_OUTPUT, 0, 1), TK_OK);
+    memset(tk_matrix_data(sim), 0x55, (size_t)(M * N * 2));
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim), TK_ERACE);
+    int64_t step, slot;
+    int operand, kind;
+    tkt_expect_status(tk_pipeline_race(p, 0, &step, &slot, &operand, &kind), TK_OK);
+    cr_assert(step == 3 && operand == TK_OPERAND_OUTPUT && kind == TK_HAZARD_UNWAITED_WRITE,
+              "step %lld operand %d kind %d", (long long)step, operand, kind);
+    uint16_t first;
+    memcpy(&first, tk_matrix_data(sim), 2);
+    cr_assert_eq(first, 0x5555, "a refused run wrote its output");
+    /* A skipped input wait at step 13 is caught, with its witness. */
+    tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_OUTPUT, 0, 0), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_FAULT, TK_FAULT_SKIP_INPUT_WAIT), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim), TK_ERACE);
+    tkt_expect_status(tk_pipeline_race(p, 0, &step, &slot, &operand, &kind), TK_OK);
+    cr_assert(step == 13 && kind == TK_HAZARD_UNWAITED_READ);
+    /* The kinds of pipeline do not mix. */
+    tkt_expect_status(tk_pipeline_run(p, (const tk_matrix *const *)in, sim), TK_ESTATE);
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(host);
+    tk_matrix_destroy(sim);
+    free(x);
+    free(y);
+}
+
+Test(call, the_pipeline_skips_repeated_blocks_and_checks_layout)
+{
+    int64_t R = 41, C = 128;
+    float *x = ints(R * C, 14), *bias = ints(C, 15);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, R, C, x), from(TK_DTYPE_F32, 1, C, bias)};
+    tk_matrix *out = blank(TK_DTYPE_F32, R, C);
+    int64_t grid[2] = {6, 1};
+    static const int64_t bmap[6] = {0, 0, 0, 0, 1, 0};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, bias_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, R, C, 8, C, NULL);
+    tk_call_add_input(c, TK_DTYPE_F32, 1, C, 1, C, bmap);  /* 1 row: the whole extent */
+    tk_call_add_output(c, TK_DTYPE_F32, R, C, 8, C, NULL);
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v4"), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)
+            cr_assert_eq(at(out, r, j), x[r * C + j] + bias[j]);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_SKIPPED), 5.0);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_IN), 6.0 + 1.0);
+    tk_pipeline_destroy(p);
+    tk_call_destroy(c);
+    /* A 4-row block over a 41-row operand is not a layout tile. */
+    tkt_expect_status(tk_call_create(&c, 2, (int64_t[2]){11, 1}, bias_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, R, C, 4, C, NULL);
+    tk_call_add_input(c, TK_DTYPE_F32, 1, C, 1, C, bmap);
+    tk_call_add_output(c, TK_DTYPE_F32, R, C, 4, C, NULL);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &out), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "input 0 has 4x128 blocks over 41x128"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_MODE, TK_MODE_TARGET), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &out),
+                      TK_ENOTARGET);
+    tk_pipeline_destroy(p);
+    tk_call_destroy(c);
+    tk_device_destroy(d);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    free(x);
+    free(bias);
+}

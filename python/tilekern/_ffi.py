@@ -296,6 +296,9 @@ FUNCTIONS = [
      STATUS),
     ("tk_hazard_name", [c_int], c_char_p),
     ("tk_pipeline_write_trace", [HANDLE, c_char_p], STATUS),
+    ("tk_pipeline_create_call", [OUT, HANDLE, HANDLE], STATUS),
+    ("tk_pipeline_run_call", [HANDLE, c_int, P(c_void_p), c_int, P(c_void_p)], STATUS),
+    ("tk_pipeline_set_buffers", [HANDLE, c_int, c_int, c_int64], STATUS),
     # tk_call
     ("tk_call_create", [OUT, c_int, P(c_int64), CALL_BODY_FN, c_void_p], STATUS),
     ("tk_call_destroy", [HANDLE], None),

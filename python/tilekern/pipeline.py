@@ -32,7 +32,8 @@ STATS = {"steps": _ffi.TK_STAT_STEPS, "copies_in": _ffi.TK_STAT_COPIES_IN,
 
 class Hazard(NamedTuple):
     """One hazard's witness: the step, the slot, the operand (an input's
-    index, or "output") and the kind ("unwaited read", ...)."""
+    index, or "output", or "output j" for a Call with several) and the kind
+    ("unwaited read", ...)."""
     step: int
     slot: int
     operand: Union[int, str]
@@ -58,8 +59,31 @@ class Pipeline(_ffi.Handle):
     def __init__(self, kernel: Kernel, tiling: Tiling, device: Device, **params):
         super().__init__(_ffi.new_handle(lib.tk_pipeline_create, kernel, tiling, device),
                          (kernel, tiling, device))
-        self.kernel, self.tiling, self.device = kernel, tiling, device
+        self.kernel, self.tiling, self.device, self.call = kernel, tiling, device, None
         self._shape = tiling.shape
+        self._set(params)
+
+    @classmethod
+    def from_call(cls, call, device: Device, **params) -> "Pipeline":
+        """A tilekern.Call through the simulator: each operand's blocks by its
+        index map, skipped copies, resident outputs.  run() then takes and
+        returns lists, as Call.run does."""
+        self = cls.__new__(cls)
+        _ffi.Handle.__init__(self, _ffi.new_handle(lib.tk_pipeline_create_call, call, device),
+                             (call, device))
+        self.kernel = self.tiling = None
+        self.device, self.call = device, call
+        self._set(params)
+        return self
+
+    def set_buffers(self, kind: str, index: int, buffers: int) -> None:
+        """Slots of one operand ("input" or "output" number index); 0 goes
+        back to input_buffers / output_buffers."""
+        code = _ffi.encode(kind, {"input": _ffi.TK_CALL_INPUT, "output": _ffi.TK_CALL_OUTPUT},
+                           "operand kind")
+        lib.tk_pipeline_set_buffers(self, code, index, buffers)
+
+    def _set(self, params):
         for name, value in params.items():
             if name not in self.PARAMETERS:
                 raise errors.InvalidArgumentError(
@@ -76,8 +100,15 @@ class Pipeline(_ffi.Handle):
     fault = _p(_ffi.TK_PIPE_FAULT, "a deliberate fault, for testing detectors", FAULTS)
 
     def run(self, inputs, output=None):
-        """Run the schedule (its bodies execute on the host); returns output.
-        A hazard raises RaceError; its witnesses stay in .hazards."""
+        """Run the schedule (its bodies execute on the host); returns output,
+        or for a pipeline from a Call the list of outputs.  A hazard raises
+        RaceError; its witnesses stay in .hazards."""
+        if self.call is not None:
+            mats, outs, result = self.call._io(inputs, output)
+            with _ffi.CallbackGuard():
+                lib.tk_pipeline_run_call(self, len(mats), _ffi.handle_array(mats), len(outs),
+                                         _ffi.handle_array(outs))
+            return list(result)
         mats, out, result = prepare_io(inputs, output, self._shape, "Pipeline.run")
         with _ffi.CallbackGuard():
             lib.tk_pipeline_run(self, _ffi.handle_array(mats), out)
@@ -116,7 +147,9 @@ class Pipeline(_ffi.Handle):
         for i in range(count):
             lib.tk_pipeline_race(self, i, ctypes.byref(step), ctypes.byref(slot),
                                  ctypes.byref(operand), ctypes.byref(kind))
-            who = "output" if operand.value == _ffi.TK_OPERAND_OUTPUT else operand.value
+            j = _ffi.TK_OPERAND_OUTPUT - operand.value
+            several = self.call is not None and len(self.call.out_specs) > 1
+            who = operand.value if operand.value >= 0 else f"output {j}" if several else "output"
             found.append(Hazard(step.value, slot.value, who,
                                 _ffi.text(lib.tk_hazard_name(kind.value))))
         return found

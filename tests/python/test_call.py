@@ -119,3 +119,18 @@ def test_an_output_never_initialized_is_nan():
                 [tk.BlockSpec((8, 2), (8, 1))],
                 [tk.BlockSpec((8, 1), (8, 1), [[1, 0, 0], [0, 0, 0]])])
     assert np.isnan(c.run([np.ones((8, 2), np.float32)])[0]).all()
+
+
+def test_a_call_through_the_pipeline_simulator():
+    M, N, K = 37, 260, 300
+    x, y = ints((M, K), 10), ints((K, N), 11)
+    c = matmul_call(M, N, K, 16, 128, 128, "bfloat16")
+    (host,) = c.run([x, y])
+    with tk.Pipeline.from_call(c, tk.Device.simulated("TPU v5 lite")) as p:
+        (sim,) = p.run([x, y])
+        assert sim.tobytes() == host.tobytes()
+        assert p.stats["copies_out"] == 9 and p.stats["hazards"] == 0
+        p.set_buffers("output", 0, 1)
+        with pytest.raises(tk.RaceError, match="unwaited write"):
+            p.run([x, y])
+        assert p.hazards[0] == tk.Hazard(3, 0, "output", "unwaited write")
