@@ -154,7 +154,9 @@ int tk_call_set(tk_call *c, int param, int64_t value)
 {
     if (!c)
         return tk__fail(TK_EINVAL, "tk_call_set: call is NULL");
-    int rc = tk__param_check("tk_call_set", param, value);
+    if (param < TK_CALL_PAD || param > TK_CALL_OUTPUTS)
+        return tk__fail(TK_EINVAL, "tk_call_set: %d is not a parameter of a call", param);
+    int rc = tk__param_check("tk_call_set", param, value);  /* read-only, or range */
     if (rc)
         return rc;
     c->pad = (int)value;  /* TK_CALL_PAD is the only writable parameter */
@@ -248,23 +250,24 @@ static int tk__check_revisits(const tk_call *c, const tk__plan *p, int o)
     int kind, index;
     const tk__spec *s = tk__op(c, o, &kind, &index);
     char g0[96], g1[96];
-    int64_t stride = 1;
-    for (int a = c->rank - 1; a >= 0; a--) {
-        for (int64_t st = 0; c->semantics[a] == TK_DIM_PARALLEL && st < c->steps; st++) {
-            if (p->grid[st * c->rank + a] == 0)
+    /* A residency that spans a change of a parallel axis is a revisit along
+     * it; with the non-consecutive check below, that covers every case. */
+    for (int64_t st = 1; st < c->steps; st++) {
+        const int64_t *b = &p->idx[(st * p->n + o) * 2];
+        if (!tk__same(b, &p->idx[((st - 1) * p->n + o) * 2]))
+            continue;
+        const int64_t *g = &p->grid[st * c->rank], *prev = g - c->rank;
+        for (int a = 0; a < c->rank; a++) {
+            if (c->semantics[a] != TK_DIM_PARALLEL || g[a] == prev[a])
                 continue;
-            const int64_t *b = &p->idx[(st * p->n + o) * 2];
-            if (!tk__same(b, &p->idx[((st - stride) * p->n + o) * 2]))
-                continue;
-            tk__grid_text(c, &p->grid[(st - stride) * c->rank], g0, sizeof g0);
-            tk__grid_text(c, &p->grid[st * c->rank], g1, sizeof g1);
+            tk__grid_text(c, prev, g0, sizeof g0);
+            tk__grid_text(c, g, g1, sizeof g1);
             return tk__fail(TK_ELAYOUT, "tk_call_run: output %d is revisited along parallel "
                             "axis %d: grid indices %s and %s both map to its block (%lld, "
                             "%lld); an axis an output block is revisited along must be "
                             "TK_DIM_ARBITRARY", index, a, g0, g1, (long long)b[0],
                             (long long)b[1]);
         }
-        stride *= c->grid[a];
     }
     int64_t cells = s->grid_rows * s->grid_cols;  /* <= rows*cols: no overflow */
     unsigned char *seen = calloc((size_t)cells / 8 + 1, 1);

@@ -267,12 +267,34 @@ static bool tk__emit_copies_out(tk__ops *s, const tk__flow *f, int64_t k)
  * which then waits the previous residency's copy-out whatever the output's
  * slot count, as emit_pipeline does: with one slot the next body writes the
  * slot still being copied out, a hazard.  Only without pipelining does a
- * step wait its own copy-out.  The fault, if any, is made at step steps / 2. */
+ * step wait its own copy-out.  The fault, if any, is made at step steps / 2,
+ * or the first step after it where it can act. */
+/* Whether fault can act at step k: an input starts a block there (for a
+ * prefetch overrun, one whose prefetch has a block to copy), or an output's
+ * residency ends there (after a first one, for a skipped output wait). */
+static bool tk__fault_applies(const tk__flow *f, int64_t fault, int64_t k)
+{
+    bool input = fault == TK_FAULT_SKIP_INPUT_WAIT || fault == TK_FAULT_PREFETCH_OVERRUN;
+    int64_t last = f->steps - 1;
+    for (int o = input ? 0 : f->n_in; o < (input ? f->n_in : f->n_in + f->n_out); o++) {
+        int64_t ahead = tk__use(f, k, o) + (f->buffers[o] > 1 ? f->buffers[o] - 1 : 0);
+        if (input ? tk__starts(f, k, o) && (fault == TK_FAULT_SKIP_INPUT_WAIT ||
+                                            ahead <= tk__use(f, last, o))
+                  : tk__ends(f, k, o) && (fault != TK_FAULT_SKIP_OUTPUT_WAIT ||
+                                          tk__use(f, k, o) > 0))
+            return true;
+    }
+    return false;
+}
+
 static bool tk__schedule(tk__ops *s, const tk__flow *f, int64_t fault)
 {
     int n = f->n_in + f->n_out;
     int64_t at = f->steps / 2, most = 1, last = f->steps - 1;
     bool ok = true;
+    /* Where blocks repeat, the first step from the middle on where it acts. */
+    while (fault != TK_FAULT_NONE && at < last && !tk__fault_applies(f, fault, at))
+        at++;
     for (int i = 0; i < f->n_in; i++)
         most = f->buffers[i] > most ? f->buffers[i] : most;
     for (int64_t c = 0; c + 1 < most; c++)   /* the prologue, input after input */
@@ -535,18 +557,22 @@ static void tk__copy_out(const float *slot, const tk_tiling *t, int64_t block, i
 }
 
 static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
-                       tk_matrix *output, int64_t b_in, int64_t b_out)
+                       tk_matrix *output, const tk__flow *f)
 {
     const tk_kernel *k = p->k;
     int n = k->n_inputs;
     int64_t area = p->t->block_rows * p->t->block_cols, es = tk_dtype_size(output->dtype);
+    int64_t first[TK_KERNEL_MAX_INPUTS + 2];  /* operand j's slots start here */
+    first[0] = 0;
+    for (int j = 0; j <= n; j++)  /* no overflow: tk__fits summed their bytes */
+        first[j + 1] = first[j] + f->buffers[j];
     size_t slot_bytes, image_bytes;
-    int rc = tk__bytes(n * b_in + b_out, area, sizeof(float), &slot_bytes);
+    int rc = tk__bytes(first[n + 1], area, sizeof(float), &slot_bytes);
     if (!rc)
         rc = tk__bytes(output->rows, output->cols, es, &image_bytes);
     if (rc)
         return tk__fail(rc, "tk_pipeline_run: %lld slots of %lldx%lld f32, or a %lldx%lld "
-                        "output image, overflow", (long long)(n * b_in + b_out),
+                        "output image, overflow", (long long)first[n + 1],
                         (long long)p->t->block_rows, (long long)p->t->block_cols,
                         (long long)output->rows, (long long)output->cols);
     float *slots = malloc(slot_bytes);
@@ -562,20 +588,20 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
      * wrote shows NaN rather than zeros. */
     for (size_t i = 0; i < slot_bytes / sizeof *slots; i++)
         slots[i] = NAN;
-    float *out_slots = slots + n * b_in * area;
+    float *out_slots = slots + first[n] * area;
     for (int64_t i = 0; i < p->n_ops && !rc; i++) {
         const tk__op *o = &p->ops[i];
         const float *in[TK_KERNEL_MAX_INPUTS];
         switch (o->kind) {
         case TK__IN_START:
             tk__copy_in(inputs[o->operand], p->t, o->block,
-                        slots + (o->operand * b_in + o->slot) * area);
+                        slots + (first[o->operand] + o->slot) * area);
             break;
         case TK__BODY:
             for (int j = 0; j < n; j++)
-                in[j] = slots + (j * b_in + o->block % b_in) * area;
+                in[j] = slots + (first[j] + o->block % f->buffers[j]) * area;
             rc = k->body(k->user, p->t->block_rows, p->t->block_cols, p->t->block_cols, in,
-                         out_slots + o->block % b_out * area);
+                         out_slots + o->block % f->buffers[n] * area);
             if (rc)
                 rc = tk__fail(TK_ECALLBACK, "tk_pipeline_run: kernel body returned %d at step "
                               "%lld of %lld; the output is unchanged", rc, (long long)o->block,
@@ -767,7 +793,7 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
             f.use[k * (n + 1) + o] = k;
     rc = tk__simulate(p, &f);
     free(f.use);
-    return rc ? rc : tk__execute(p, inputs, output, f.buffers[0], f.buffers[n]);
+    return rc ? rc : tk__execute(p, inputs, output, &f);
 }
 
 /* Pallas's rule for a call's blocks: each dimension a multiple of the layout
@@ -833,8 +859,12 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
         f.buffers[o] = tk__buffers(p, &f, o);
         f.bytes[o] = area * tk_dtype_size(s->dtype);  /* at most 4x the f32 block */
         f.elems = area > f.elems ? area : f.elems;
-        if (o >= c->n_in)
-            p->padded += s->grid_rows * s->block_rows * s->grid_cols * s->block_cols;
+        int64_t padded;
+        if (o >= c->n_in && !(tk__mul(s->grid_rows * s->block_rows, s->grid_cols *
+                                      s->block_cols, &padded) &&
+                              tk__add(p->padded, padded, &p->padded)))
+            rc = tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: the padded elements of "
+                          "output %d overflow int64", o - c->n_in);
     }
     size_t bytes;
     if (!rc && !(rc = tk__fits_call(p, &f)) &&

@@ -693,3 +693,118 @@ Test(call, the_pipeline_skips_repeated_blocks_and_checks_layout)
     free(x);
     free(bias);
 }
+
+/* ---- regressions from review ----------------------------------------------------- */
+
+static int halves(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user;
+    (void)rank;
+    *br = (g[0] + 1) / 2;  /* 0, 1, 1, 2, 2, ...: blocks repeat in pairs */
+    *bc = 0;
+    return 0;
+}
+
+Test(call, a_residency_across_a_parallel_axis_is_a_revisit)
+{
+    /* Grid (2, 2), axis 0 parallel: block 1 is written at i = 0 and i = 1. */
+    static const int64_t omap[6] = {2, 1, 0, 0, 0, 0};  /* (2i + j, 0) */
+    int64_t grid[2] = {2, 2};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 8, 2, 2, 2, omap);
+    tk_matrix *in = blank(TK_DTYPE_F32, 4, 4), *out = blank(TK_DTYPE_F32, 8, 2);
+    /* (i, j) -> 2i + j is 0, 1, 2, 3: no revisit at all. */
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    tk_call_destroy(c);
+    static const int64_t crossing[6] = {1, 1, 0, 0, 0, 0};  /* (i + j, 0): 0, 1, 1, 2 */
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 6, 2, 2, 2, crossing);
+    tk_matrix *out6 = blank(TK_DTYPE_F32, 6, 2);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out6), TK_OK);
+    tkt_expect_status(tk_call_set_dimension(c, 0, TK_DIM_PARALLEL), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out6), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "parallel axis 0: grid indices (0, 1) and (1, 0)"),
+              "%s", tk_last_error_message());
+    /* Only the call's own parameters are the call's. */
+    tkt_expect_status(tk_call_set(c, TK_PIPE_MODE, 2), TK_EINVAL);
+    tkt_expect_status(tk_call_set(c, TK_CALL_RANK, 2), TK_EINVAL);
+    int64_t v;
+    tkt_expect_status(tk_call_get(c, TK_CALL_PAD, &v), TK_OK);
+    cr_assert_eq(v, TK_PAD_ZERO);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(out6);
+}
+
+Test(call, a_fault_acts_where_blocks_repeat_too)
+{
+    /* Rank-1 grid of 8, the input at (i + 1) / 2: blocks 0 1 1 2 2 3 3 4,
+     * so step 4 (the middle) starts no fetch; the input faults move on to
+     * step 5, which does (and has a block 4 to prefetch). */
+    int64_t grid[1] = {8};
+    static const int64_t id[4] = {1, 0, 0, 0};  /* (i, 0) */
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 1, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 40, 128, 8, 128, id);
+    tk_call_add_output(c, TK_DTYPE_F32, 64, 128, 8, 128, id);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_INPUT, 0, halves, NULL), TK_OK);
+    tk_matrix *in = blank(TK_DTYPE_F32, 40, 128), *out = blank(TK_DTYPE_F32, 64, 128);
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    cr_assert_eq(pstat(p, TK_STAT_COPIES_SKIPPED), 3.0);
+    for (int64_t fault = TK_FAULT_SKIP_INPUT_WAIT; fault <= TK_FAULT_EARLY_COPY_OUT; fault++) {
+        tkt_expect_status(tk_pipeline_set(p, TK_PIPE_FAULT, fault), TK_OK);
+        tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 1, &out),
+                          TK_ERACE);
+        int64_t step;
+        tkt_expect_status(tk_pipeline_race(p, 0, &step, NULL, NULL, NULL), TK_OK);
+        cr_assert(step >= 4, "fault %lld acted at step %lld", (long long)fault,
+                  (long long)step);
+    }
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+}
+
+Test(call, unequal_slot_counts_on_a_kernel_pipeline)
+{
+    int64_t R = 128, C = 128;
+    float *x = ints(R * C, 16);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, R, C, x), from(TK_DTYPE_F32, R, C, x)};
+    tk_matrix *want = blank(TK_DTYPE_F32, R, C), *got = blank(TK_DTYPE_F32, R, C);
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, (const tk_matrix *const *)in, want), TK_OK);
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_pipeline_create(&p, k, t, d), TK_OK);
+    for (int64_t b = 1; b <= 10; b += 2) {
+        tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 1, b), TK_OK);
+        memset(tk_matrix_data(got), 0, (size_t)(R * C * 4));
+        tkt_expect_status(tk_pipeline_run(p, (const tk_matrix *const *)in, got), TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(got), tk_matrix_data(want), (size_t)(R * C * 4)),
+                  "input 1 with %lld slots", (long long)b);
+        cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES), (2.0 + (double)b + 2.0) * 8 * 128 * 4);
+    }
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(k);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(want);
+    tk_matrix_destroy(got);
+    free(x);
+}

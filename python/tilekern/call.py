@@ -44,8 +44,13 @@ class Step(NamedTuple):
 
 def _index_map_trampoline(fn):
     def index_map(user, grid, rank, row, col):
-        r, c = fn(*[grid[a] for a in range(rank)])
-        row[0], col[0] = int(r), int(c)
+        g = [grid[a] for a in range(rank)]
+        r, c = (int(v) for v in fn(*g))
+        for v in (r, c):
+            if not -2**63 <= v < 2**63:  # ctypes would wrap it silently
+                raise errors.RangeError(f"the index map sends grid index {tuple(g)} to "
+                                        f"block ({r}, {c}), beyond int64")
+        row[0], col[0] = r, c
 
     return _ffi.trampoline(index_map, _ffi.INDEX_MAP_FN)
 
@@ -67,7 +72,8 @@ class Call(_ffi.Handle):
     """pl.pallas_call's model: ``Call(grid, body, in_specs, out_specs)``.
 
     body(step, *refs) gets one float32 block per operand, inputs (read only)
-    then outputs, each block_rows x block_cols; output blocks start as NaN
+    then outputs, each block_rows x block_cols, valid only during the call
+    (keep a copy, not the array); output blocks start as NaN
     and must be initialized on their first visit (``if step.grid[2] == 0``
     for a k-loop), as a Pallas kernel does with pl.when.  An exception in
     the body or an index map stops the run, leaves the outputs untouched and

@@ -54,7 +54,7 @@ class Kernel(_ffi.Handle):
     ``Kernel.axpy(alpha)`` is the built-in alpha*x + y; ``Kernel.custom(fn,
     n_inputs)`` runs a Python body ``fn(inputs, output)`` that reads the
     float32 views in the list inputs and writes the float32 view output,
-    each rows x cols of one tile.  An exception raised by fn stops the run,
+    each rows x cols of one tile and valid only during the call.  An exception raised by fn stops the run,
     leaves the output untouched and is raised again by the call that ran it."""
 
     _destroy = "tk_kernel_destroy"

@@ -2,6 +2,7 @@
 without a copy; dtype names; the bfloat16 conversions."""
 import ctypes
 import os
+import weakref
 from typing import Optional, Union
 
 import numpy as np
@@ -193,15 +194,21 @@ class Matrix(_ffi.Handle):
         """The stored elements as a numpy array.
 
         By default a view of the matrix's memory (for a wrapped array, an
-        array over that same memory), which keeps the matrix alive; copy=True
-        gives an independent copy.  bfloat16 comes as ml_dtypes.bfloat16 when
+        array over that same memory), which keeps the memory alive, even
+        past close(); copy=True gives an independent copy.  bfloat16 comes as ml_dtypes.bfloat16 when
         that is installed, else (or with bits=True) as uint16 bit patterns."""
         view = view_of(self, self._writable, bits)
         if copy:
             return view.copy()
-        # A view of the matrix's memory keeps the matrix (so the memory) alive.
-        view.base._owner = self
+        # A view holds the matrix like a child handle does: close() frees the
+        # memory only once the last view is gone.
+        self._holders += 1
+        weakref.finalize(view.base, self._view_gone)
         return view
+
+    def _view_gone(self):
+        self._holders -= 1
+        self._release()
 
     def to_f32(self) -> np.ndarray:
         """A new float32 array of the elements promoted (exactly) to f32."""

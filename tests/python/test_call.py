@@ -134,3 +134,10 @@ def test_a_call_through_the_pipeline_simulator():
         with pytest.raises(tk.RaceError, match="unwaited write"):
             p.run([x, y])
         assert p.hazards[0] == tk.Hazard(3, 0, "output", "unwaited write")
+
+
+def test_an_index_map_beyond_int64_is_refused_not_wrapped():
+    with pytest.raises(tk.RangeError, match="beyond int64"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (2**64 + 1, 0))]).run(
+            [ints((4, 4), 1)])

@@ -143,3 +143,18 @@ def test_close_is_idempotent_and_a_closed_matrix_says_so():
     assert m.closed
     with pytest.raises(tk.StateError, match="closed"):
         m.rows  # noqa: B018
+
+
+def test_a_view_keeps_the_memory_past_close():
+    m = tk.Matrix.from_f32(np.full((256, 256), 2.0, np.float32))
+    view = m.to_numpy()
+    m.close()
+    assert m.closed
+    assert view.sum() == 2.0 * 256 * 256  # still the matrix's memory
+    ref = weakref.ref(m)
+    del m
+    gc.collect()
+    assert ref() is not None  # the view holds it
+    del view
+    gc.collect()
+    assert ref() is None
