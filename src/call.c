@@ -575,6 +575,17 @@ static bool tk__aliased(const tk_matrix *m, int n, tk_matrix *const *outputs)
     return false;
 }
 
+int tk__call_as(int rc, const char *fn)
+{
+    const char *msg = tk_last_error_message();
+    size_t n = strlen("tk_call_run:");
+    if (rc == TK_OK || strncmp(msg, "tk_call_run:", n) != 0)
+        return rc;
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", msg + n);
+    return tk__fail(rc, "%s:%s", fn, rest);
+}
+
 int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
                   tk_matrix *const *outputs, tk__plan *p)
 {
@@ -643,7 +654,8 @@ int tk_call_check_padding(tk_call *c, int n_inputs, const tk_matrix *const *inpu
             rc = tk_matrix_create(&out[k][j], c->out[j].dtype, c->out[j].rows,
                                   c->out[j].cols);
     for (int k = 0; k < 2 && !rc; k++)
-        rc = tk__call(c, n_inputs, inputs, c->n_out, out[k], k ? NAN : 0.0f);
+        rc = tk__call_as(tk__call(c, n_inputs, inputs, c->n_out, out[k], k ? NAN : 0.0f),
+                         "tk_call_check_padding");
     int64_t n = 0;
     int first_out = -1;
     int64_t first_r = 0, first_c = 0;

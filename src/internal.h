@@ -177,6 +177,8 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
                      tk_matrix *const *outputs, float fill);
 void tk__plan_free(tk__plan *p);
 float tk__call_fill(const tk_call *c);
+/* rc, with the message of a failed tk__call_* call renamed to fn's. */
+int tk__call_as(int rc, const char *fn);
 
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 

@@ -835,7 +835,8 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
                         "run it with tk_pipeline_run");
     tk_call *c = p->call;
     tk__plan plan;
-    int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &plan);
+    int rc = tk__call_as(tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &plan),
+                         "tk_pipeline_run_call");
     if (rc)
         return rc;
     tk__forget(p);
@@ -846,7 +847,8 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
                           tk_device_kind(p->d), tk_device_is_simulated(p->d)
                           ? "a simulated profile" : "driven by the caller");
         else
-            rc = tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c));
+            rc = tk__call_as(tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c)),
+                             "tk_pipeline_run_call");
         tk__plan_free(&plan);
         return rc;
     }
@@ -885,7 +887,8 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
     rc = tk__simulate(p, &f);
     free(f.use);
     if (!rc)
-        rc = tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c));
+        rc = tk__call_as(tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c)),
+                         "tk_pipeline_run_call");
     tk__plan_free(&plan);
     return rc;
 }

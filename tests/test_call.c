@@ -681,6 +681,10 @@ Test(call, the_pipeline_skips_repeated_blocks_and_checks_layout)
     tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &out), TK_ELAYOUT);
     cr_assert(strstr(tk_last_error_message(), "input 0 has 4x128 blocks over 41x128"), "%s",
               tk_last_error_message());
+    /* The call's own checks speak in the pipeline's name. */
+    tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)in, 1, &out), TK_EINVAL);
+    cr_assert(!strncmp(tk_last_error_message(), "tk_pipeline_run_call: 1 inputs given", 36),
+              "%s", tk_last_error_message());
     tkt_expect_status(tk_pipeline_set(p, TK_PIPE_MODE, TK_MODE_TARGET), TK_OK);
     tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &out),
                       TK_ENOTARGET);
