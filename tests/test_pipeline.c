@@ -390,7 +390,12 @@ Test(pipeline, blocks_must_be_layout_tiles)
     rig_close(&g);
     /* The host takes any block, but models nothing until its figures are set. */
     rig_open(&g, NULL, TK_DTYPE_BF16, 16, 256, 4, 100);
+    /* A successful run leaves the thread's last message as it was. */
+    tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_FAULT, 99), TK_ERANGE);
+    char before[512];
+    snprintf(before, sizeof before, "%s", tk_last_error_message());
     tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
+    cr_assert_str_eq(tk_last_error_message(), before);
     expect_result(&g, "host, 4x100 blocks");
     cr_assert_eq(stat(g.p, TK_STAT_STEPS), 12);
     double v = 7;
