@@ -825,11 +825,19 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
         return rc;
     if (!tk__onchip(p, f))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: on-chip bytes overflow");
-    if (p->onchip > limit)
-        return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand need "
-                        "%lld bytes, over the \"%s\" scoped on-chip limit of %lld",
-                        (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
-    return TK_OK;
+    if (p->onchip <= limit)
+        return TK_OK;
+    int big = 0;  /* the operand whose slots take the most */
+    for (int o = 1; o < f->n_in + f->n_out; o++)
+        if (f->buffers[o] * f->bytes[o] > f->buffers[big] * f->bytes[big])
+            big = o;
+    return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand need "
+                    "%lld bytes, over the \"%s\" scoped on-chip limit of %lld; the most, "
+                    "%lld bytes, are %s %d's %lld slot(s) of %lld", (long long)p->onchip,
+                    tk_device_kind(p->d), (long long)limit,
+                    (long long)(f->buffers[big] * f->bytes[big]),
+                    big < f->n_in ? "input" : "output", big < f->n_in ? big : big - f->n_in,
+                    (long long)f->buffers[big], (long long)f->bytes[big]);
 }
 
 int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
