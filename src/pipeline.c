@@ -217,6 +217,7 @@ typedef struct tk__flow {
     int64_t bytes[2 * TK_CALL_MAX_OPERANDS];    /* stored bytes of one block */
     int64_t elems;                              /* f32 elements a body computes */
     bool sync;                                  /* no pipelining */
+    const char *fn;                             /* the caller, for messages */
 } tk__flow;
 
 /* The operand number witnesses and copies carry: an input's index, or
@@ -271,7 +272,8 @@ static bool tk__emit_copies_out(tk__ops *s, const tk__flow *f, int64_t k)
  * or the first step after it where it can act. */
 /* Whether fault can act at step k: an input starts a block there (for a
  * prefetch overrun, one whose prefetch has a block to copy), or an output's
- * residency ends there (after a first one, for a skipped output wait). */
+ * residency ends there (with a copy-out to wait, for a skipped output wait:
+ * the previous one when pipelining, its own without). */
 static bool tk__fault_applies(const tk__flow *f, int64_t fault, int64_t k)
 {
     bool input = fault == TK_FAULT_SKIP_INPUT_WAIT || fault == TK_FAULT_PREFETCH_OVERRUN;
@@ -281,7 +283,7 @@ static bool tk__fault_applies(const tk__flow *f, int64_t fault, int64_t k)
         if (input ? tk__starts(f, k, o) && (fault == TK_FAULT_SKIP_INPUT_WAIT ||
                                             ahead <= tk__use(f, last, o))
                   : tk__ends(f, k, o) && (fault != TK_FAULT_SKIP_OUTPUT_WAIT ||
-                                          tk__use(f, k, o) > 0))
+                                          tk__use(f, k, o) - !f->sync >= 0))
             return true;
     }
     return false;
@@ -367,7 +369,7 @@ static int tk__check(tk_pipeline *p, const tk__flow *f)
         first[o + 1] = first[o] + f->buffers[o];
     tk__slot *slot = malloc((size_t)first[n] * sizeof *slot);
     if (!slot)
-        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the hazard check");
+        return tk__fail(TK_ENOMEM, "%s: out of memory for the hazard check", f->fn);
     for (int64_t i = 0; i < first[n]; i++)
         slot[i] = (tk__slot){-1, false, true};
     bool ok = true;
@@ -419,7 +421,7 @@ static int tk__check(tk_pipeline *p, const tk__flow *f)
                 ok = tk__race_add(p, p->steps - 1, i - first[o], tk__who(f, o),
                                   TK_HAZARD_NEVER_WAITED);
     free(slot);
-    return ok ? TK_OK : tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for witnesses");
+    return ok ? TK_OK : tk__fail(TK_ENOMEM, "%s: out of memory for witnesses", f->fn);
 }
 
 /* ---- the cost model ------------------------------------------------------
@@ -476,7 +478,7 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
     p->body_start = calloc((size_t)p->steps, sizeof *p->body_start);
     if (!free_at || !p->copies || !p->body_start) {
         free(free_at);
-        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for the cost model");
+        return tk__fail(TK_ENOMEM, "%s: out of memory for the cost model", f->fn);
     }
     p->body_ns = (double)f->elems / (double)rate * 1e9;
     double t = 0, copy_ns = 0, hidden = 0, end = 0;
@@ -647,7 +649,8 @@ static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
 
 /* Blocks must be whole layout tiles, and every operand's slots must fit the
  * device's scoped on-chip limit, before anything runs. */
-static int tk__layout(const tk_pipeline *p, int64_t *lr, int64_t *lc, int64_t *limit)
+static int tk__layout(const tk_pipeline *p, const char *fn, int64_t *lr, int64_t *lc,
+                      int64_t *limit)
 {
     int rc = tk_device_get(p->d, TK_DEVICE_LAYOUT_ROWS, lr);
     if (!rc)
@@ -657,7 +660,7 @@ static int tk__layout(const tk_pipeline *p, int64_t *lr, int64_t *lc, int64_t *l
     if (rc) {   /* tk_device_get's words name the figure; keep them */
         char why[256];
         snprintf(why, sizeof why, "%s", tk_last_error_message());
-        return tk__fail(rc, "tk_pipeline_run: %s", why);
+        return tk__fail(rc, "%s: %s", fn, why);
     }
     return TK_OK;
 }
@@ -679,7 +682,7 @@ static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
 {
     int64_t lr, lc, limit, br = p->t->block_rows, bc = p->t->block_cols;
     int n = f->n_in;
-    int rc = tk__layout(p, &lr, &lc, &limit);
+    int rc = tk__layout(p, f->fn, &lr, &lc, &limit);
     if (rc)
         return rc;
     if (br % lr || bc % lc)
@@ -689,10 +692,13 @@ static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
     if (!tk__onchip(p, f))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: on-chip bytes of %lldx%lld blocks "
                         "overflow", (long long)br, (long long)bc);
+    int64_t in_slots = 0;
+    for (int i = 0; i < n; i++)
+        in_slots += f->buffers[i];
     if (p->onchip > limit)
-        return tk__fail(TK_ECAPACITY, "tk_pipeline_run: %d input(s) x %lld slot(s) + %lld "
-                        "output slot(s) of %lldx%lld %s blocks need %lld bytes, over the "
-                        "\"%s\" scoped on-chip limit of %lld", n, (long long)f->buffers[0],
+        return tk__fail(TK_ECAPACITY, "tk_pipeline_run: %d input(s) with %lld slot(s) in all "
+                        "+ %lld output slot(s) of %lldx%lld %s blocks need %lld bytes, over "
+                        "the \"%s\" scoped on-chip limit of %lld", n, (long long)in_slots,
                         (long long)f->buffers[n], (long long)br, (long long)bc,
                         tk_dtype_name(dtype),
                         (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
@@ -718,7 +724,7 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
     p->stall = calloc((size_t)p->steps, sizeof *p->stall);
     if (!p->stall || !tk__schedule(&s, f, tk__param(p, TK_PIPE_FAULT))) {
         free(s.op);
-        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
+        return tk__fail(TK_ENOMEM, "%s: out of memory for a %lld-step schedule", f->fn,
                         (long long)p->steps);
     }
     p->ops = s.op;
@@ -735,7 +741,7 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
         }
     }
     if (!ok)
-        return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: the bytes of %lld copies overflow",
+        return tk__fail(TK_EOVERFLOW, "%s: the bytes of %lld copies overflow", f->fn,
                         (long long)(p->copies_in + p->copies_out));
     for (int i = 0; i < f->n_in; i++)   /* steps that reuse the previous block */
         p->skipped += f->steps - 1 - tk__use(f, f->steps - 1, i);
@@ -754,8 +760,8 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
         snprintf(operand, sizeof operand, "the output");
     else
         snprintf(operand, sizeof operand, "output %d", TK_OPERAND_OUTPUT - r->operand);
-    return tk__fail(TK_ERACE, "tk_pipeline_run: %lld hazard(s); first: %s at step %lld, "
-                    "slot %lld of %s; the %s unchanged", (long long)p->n_races,
+    return tk__fail(TK_ERACE, "%s: %lld hazard(s); first: %s at step %lld, "
+                    "slot %lld of %s; the %s unchanged", f->fn, (long long)p->n_races,
                     tk_hazard_name(r->kind), (long long)r->step, (long long)r->slot,
                     operand, f->n_out == 1 ? "output is" : "outputs are");
 }
@@ -780,7 +786,7 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
     int n = p->k->n_inputs;
     int64_t es = tk_dtype_size(output->dtype), area = p->t->block_rows * p->t->block_cols;
     tk__flow f = {.n_in = n, .n_out = 1, .steps = p->t->tiles, .elems = area,
-                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING)};
+                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run"};
     for (int o = 0; o <= n; o++) {
         f.buffers[o] = tk__buffers(p, &f, o);
         f.bytes[o] = area * es;   /* no overflow: the matrices hold whole rows of it */
@@ -808,7 +814,7 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
 static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
 {
     int64_t lr, lc, limit;
-    int rc = tk__layout(p, &lr, &lc, &limit);
+    int rc = tk__layout(p, f->fn, &lr, &lc, &limit);
     for (int o = 0; o < f->n_in + f->n_out && !rc; o++) {
         bool in = o < f->n_in;
         const tk__spec *s = in ? &p->call->in[o] : &p->call->out[o - f->n_in];
@@ -869,7 +875,7 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
     }
     int n = plan.n;
     tk__flow f = {.n_in = c->n_in, .n_out = c->n_out, .steps = c->steps,
-                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING)};
+                  .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run_call"};
     for (int o = 0; o < n; o++) {
         const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
         int64_t area = s->block_rows * s->block_cols;  /* checked when it was added */

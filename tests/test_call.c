@@ -819,3 +819,44 @@ Test(call, unequal_slot_counts_on_a_kernel_pipeline)
     tk_matrix_destroy(got);
     free(x);
 }
+
+static int first_three(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user;
+    (void)rank;
+    *br = g[0] < 3 ? 0 : 1;
+    *bc = 0;
+    return 0;
+}
+
+/* Without pipelining a step waits its own copy-out, so the output fault can
+ * act at the middle step 2, which ends the first residency; the messages
+ * name tk_pipeline_run_call. */
+Test(call, an_output_fault_without_pipelining)
+{
+    int64_t grid[1] = {4};
+    static const int64_t id[4] = {1, 0, 0, 0};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 1, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 4, 4, 1, 4, id);
+    tk_call_add_output(c, TK_DTYPE_F32, 2, 4, 1, 4, id);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_OUTPUT, 0, first_three, NULL), TK_OK);
+    tk_matrix *in = blank(TK_DTYPE_F32, 4, 4), *out = blank(TK_DTYPE_F32, 2, 4);
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_device_host(&d), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_NO_PIPELINING, 1), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_FAULT, TK_FAULT_SKIP_OUTPUT_WAIT), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 1, &out), TK_ERACE);
+    cr_assert(strstr(tk_last_error_message(), "tk_pipeline_run_call: ") ==
+                  tk_last_error_message(), "%s", tk_last_error_message());
+    cr_assert(strstr(tk_last_error_message(), "unwaited write at step 3"), "%s",
+              tk_last_error_message());
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+}
