@@ -431,10 +431,10 @@ int tk_bench_write_receipt(const tk_bench *b, const char *path)
         return rc;
     if (!path)
         return tk__fail(TK_EINVAL, "tk_bench_write_receipt: path is NULL");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return tk__fail(TK_EIO, "tk_bench_write_receipt: cannot open \"%s\" for writing",
-                        path);
+    tk__out o;
+    if ((rc = tk__out_open(&o, "tk_bench_write_receipt", path)))
+        return rc;
+    FILE *f = o.f;
     fprintf(f, "{\n  \"schema\": \"tilekern.bench/1\",\n  \"library\": \"%s\",\n"
             "  \"target\": {\"platform\": ", tk_version_string());
     tk__json_string(f, tk_device_platform(b->target));
@@ -474,8 +474,9 @@ int tk_bench_write_receipt(const tk_bench *b, const char *path)
         fprintf(f, "]}");
     }
     fprintf(f, "\n  ]\n}\n");
-    bool bad = ferror(f);
-    if (fclose(f) || bad)
-        return tk__fail(TK_EIO, "tk_bench_write_receipt: writing \"%s\" failed", path);
-    return rc;
+    if (rc) {  /* a result could not be read: keep the old receipt */
+        tk__out_abort(&o);
+        return rc;
+    }
+    return tk__out_commit(&o, "tk_bench_write_receipt", path);
 }

@@ -131,6 +131,23 @@ int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
                         const tk_matrix *const *inputs, const tk_matrix *output,
                         bool *aliased);
 
+/* ---- files (file.c) ------------------------------------------------------ */
+
+/* Every file the library writes: tk__out_open makes a fresh temporary next
+ * to path (refusing a target that exists and is not a regular file), the
+ * caller writes to f, tk__out_commit flushes it to disk and renames it over
+ * the target; any failure (a write error included) removes the temporary
+ * and leaves the target as it was.  fn names the caller in messages. */
+typedef struct tk__out {
+    FILE *f;
+    char target[4096];
+    char tmp[4096 + 20];
+} tk__out;
+
+int tk__out_open(tk__out *o, const char *fn, const char *path);
+int tk__out_commit(tk__out *o, const char *fn, const char *path);
+void tk__out_abort(tk__out *o);
+
 /* ---- the general call (call.c), which pipeline.c also simulates ---------- */
 
 typedef struct tk__spec {

@@ -415,28 +415,16 @@ int tk_matrix_save_npy(const tk_matrix *m, const char *path)
     memset(head + 10 + n, ' ', total - 10 - (size_t)n);
     head[total - 1] = '\n';
 
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return tk__fail(TK_EIO, "%s: cannot open for writing: %s", path,
-                        strerror(errno));
+    tk__out o;
+    int rc = tk__out_open(&o, "tk_matrix_save_npy", path);
+    if (rc)
+        return rc;
     size_t row = (size_t)m->cols * (size_t)tk_dtype_size(m->dtype);
-    bool ok = fwrite(head, 1, total, f) == total;
+    fwrite(head, 1, total, o.f);  /* errors show in ferror, which commit checks */
     /* Borrowed matrices may have a row stride > cols: write logical rows. */
-    if (ok && m->stride == m->cols)
-        ok = fwrite(m->data, 1, row * (size_t)m->rows, f) == row * (size_t)m->rows;
-    for (int64_t r = 0; ok && m->stride != m->cols && r < m->rows; r++)
-        ok = fwrite(tk__row(m, r), 1, row, f) == row;
-    int err = errno;
-    struct stat st;
-    bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (ok)
-        return TK_OK;
-    /* Leave no partial .npy behind (but never remove a device or a FIFO). */
-    if (regular)
-        remove(path);
-    return tk__fail(TK_EIO, "%s: write failed: %s", path, strerror(err));
+    if (m->stride == m->cols)
+        fwrite(m->data, 1, row * (size_t)m->rows, o.f);
+    for (int64_t r = 0; m->stride != m->cols && r < m->rows; r++)
+        fwrite(tk__row(m, r), 1, row, o.f);
+    return tk__out_commit(&o, "tk_matrix_save_npy", path);
 }

@@ -1013,10 +1013,11 @@ int tk_pipeline_write_trace(const tk_pipeline *p, const char *path)
     if (!p->ran || !p->modeled)
         return tk__fail(TK_ESTATE, "tk_pipeline_write_trace: nothing was modeled%s%s",
                         p->ran ? ": " : " yet", p->ran ? p->unmodeled : "");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return tk__fail(TK_EIO, "tk_pipeline_write_trace: cannot open \"%s\" for writing",
-                        path);
+    tk__out o;
+    int rc = tk__out_open(&o, "tk_pipeline_write_trace", path);
+    if (rc)
+        return rc;
+    FILE *f = o.f;
     int64_t engines = 1;
     for (int64_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].kind == TK__IN_START || p->ops[i].kind == TK__OUT_START)
@@ -1055,8 +1056,5 @@ int tk_pipeline_write_trace(const tk_pipeline *p, const char *path)
         }
     }
     fprintf(f, "\n]}\n");
-    bool bad = ferror(f);
-    if (fclose(f) || bad)
-        return tk__fail(TK_EIO, "tk_pipeline_write_trace: writing \"%s\" failed", path);
-    return TK_OK;
+    return tk__out_commit(&o, "tk_pipeline_write_trace", path);
 }

@@ -456,31 +456,12 @@ int tk_audit_write_report(const tk_audit *a, const char *path, int format)
         return tk__fail(TK_ENOMEM, "tk_audit_write_report: out of memory building "
                         "the report for %s", path);
     }
-    /* Write a sibling file, then rename it: a failure never leaves a
-     * truncated report where the old one was. */
-    size_t n = strlen(path) + 5;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        free(b.p);
-        return tk__fail(TK_ENOMEM, "tk_audit_write_report: out of memory");
+    tk__out o;
+    int rc = tk__out_open(&o, "tk_audit_write_report", path);
+    if (!rc) {
+        fwrite(b.p, 1, b.len, o.f);  /* an error shows in ferror, which commit checks */
+        rc = tk__out_commit(&o, "tk_audit_write_report", path);
     }
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int err = f ? 0 : errno;
-    if (f) {
-        if (fwrite(b.p, 1, b.len, f) != b.len)
-            err = errno ? errno : EIO;
-        if (fclose(f) && !err)
-            err = errno ? errno : EIO;
-        if (!err && rename(tmp, path))
-            err = errno;
-        if (err)
-            remove(tmp);
-    }
-    free(tmp);
     free(b.p);
-    if (err)
-        return tk__fail(TK_EIO, "tk_audit_write_report: cannot write %s: %s", path,
-                        strerror(err));
-    return TK_OK;
+    return rc;
 }

@@ -188,6 +188,9 @@ Test(bench, refusals)
     double r;
     tkt_expect_status(tk_bench_result(b, 0, 9999, &r), TK_EINVAL);
     tkt_expect_status(tk_bench_write_receipt(b, "/nonexistent/dir/r.json"), TK_EIO);
+    tkt_expect_status(tk_bench_write_receipt(b, "/dev/null"), TK_EIO);
+    cr_assert(strstr(tk_last_error_message(), "is not a regular file (a device)"), "%s",
+              tk_last_error_message());
     tk_bench_destroy(b);
     tk_bench_destroy(NULL);
     tk_device_destroy(host);

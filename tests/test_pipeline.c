@@ -580,6 +580,9 @@ Test(pipeline, chrome_trace)
     cr_assert_eq(copies, (int)(stat(g.p, TK_STAT_COPIES_IN) + stat(g.p, TK_STAT_COPIES_OUT)));
     cr_assert(modeled > bodies, "every event is marked modeled");
     tkt_expect_status(tk_pipeline_write_trace(g.p, "/nonexistent/dir/trace.json"), TK_EIO);
+    tkt_expect_status(tk_pipeline_write_trace(g.p, "/dev/null"), TK_EIO);
+    cr_assert(strstr(tk_last_error_message(), "is not a regular file (a device)"), "%s",
+              tk_last_error_message());
     tkt_expect_status(tk_pipeline_write_trace(g.p, NULL), TK_EINVAL);
     rig_close(&g);
 }

@@ -1,0 +1,117 @@
+/* file.c - the library's one way to write a file: a fresh temporary in the
+ * target's directory, created exclusively under an unpredictable name,
+ * written, flushed to disk, then renamed over the target.  Only a regular
+ * file, or a missing one, is replaced (through a symlink, the file it names);
+ * a device, FIFO or directory is refused.  On any failure the target is as
+ * it was and the temporary is gone. */
+#define _XOPEN_SOURCE 700  /* realpath, fchmod, fsync */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* 64 unpredictable bits: the kernel's, else the clock mixed with the pid and
+ * a counter (splitmix64's finalizer). */
+static uint64_t tk__random(void)
+{
+    uint64_t v = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, &v, sizeof v);
+        close(fd);
+        if (got == (ssize_t)sizeof v)
+            return v;
+    }
+    static atomic_uint_fast64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ ((uint64_t)getpid() << 48) ^
+        (counter++ * 0x9E3779B97F4A7C15ull);
+    v = (v ^ (v >> 30)) * 0xBF58476D1CE4E5B9ull;
+    v = (v ^ (v >> 27)) * 0x94D049BB133111EBull;
+    return v ^ (v >> 31);
+}
+
+void tk__out_abort(tk__out *o)
+{
+    if (o->f)
+        fclose(o->f);
+    if (o->tmp[0])
+        unlink(o->tmp);
+    o->f = NULL;
+    o->tmp[0] = '\0';
+}
+
+int tk__out_open(tk__out *o, const char *fn, const char *path)
+{
+    o->f = NULL;
+    o->tmp[0] = '\0';
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    if (!exists && errno != ENOENT)
+        return tk__fail(TK_EIO, "%s: cannot write \"%s\": %s", fn, path, strerror(errno));
+    if (exists && !S_ISREG(st.st_mode))
+        return tk__fail(TK_EIO, "%s: \"%s\" is not a regular file (a %s); only a regular "
+                        "file or a missing one is replaced", fn, path,
+                        S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
+                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket");
+    /* Through a symlink, write the file it names, so the link stays. */
+    char *real = exists ? realpath(path, NULL) : NULL;
+    const char *target = real ? real : path;
+    if (strlen(target) + 18 > sizeof o->target) {
+        free(real);
+        return tk__fail(TK_EIO, "%s: the path \"%s\" is too long", fn, path);
+    }
+    snprintf(o->target, sizeof o->target, "%s", target);
+    free(real);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 16; tries++) {
+        snprintf(o->tmp, sizeof o->tmp, "%s.%016llx", o->target,
+                 (unsigned long long)tk__random());
+        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        int err = errno;
+        o->tmp[0] = '\0';
+        return tk__fail(TK_EIO, "%s: cannot create a temporary next to \"%s\": %s", fn,
+                        path, strerror(err));
+    }
+    if (exists)  /* a replaced file keeps its permissions */
+        (void)fchmod(fd, st.st_mode & 07777);
+    if (!(o->f = fdopen(fd, "wb"))) {
+        int err = errno;
+        close(fd);
+        tk__out_abort(o);
+        return tk__fail(TK_EIO, "%s: cannot write \"%s\": %s", fn, path, strerror(err));
+    }
+    return TK_OK;
+}
+
+int tk__out_commit(tk__out *o, const char *fn, const char *path)
+{
+    int err = ferror(o->f) ? (errno ? errno : EIO) : 0;
+    if (!err && fflush(o->f))
+        err = errno;
+    if (!err && fsync(fileno(o->f)))
+        err = errno;
+    if (fclose(o->f) && !err)
+        err = errno;
+    o->f = NULL;
+    if (!err && rename(o->tmp, o->target))
+        err = errno;
+    if (err) {
+        tk__out_abort(o);
+        return tk__fail(TK_EIO, "%s: writing \"%s\" failed: %s; the file is as it was", fn,
+                        path, strerror(err));
+    }
+    o->tmp[0] = '\0';
+    return TK_OK;
+}
