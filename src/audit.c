@@ -51,6 +51,16 @@ static void *tk__span_data(const tk_matrix *m, const tk__span *b)
     return (char *)m->data + (size_t)b->off * (size_t)tk_dtype_size(m->dtype);
 }
 
+/* An audit whose candidate is running refuses changes and runs (TK_ESTATE):
+ * a candidate that added a case or ran the audit again would grow or free
+ * what the run is using. */
+static int tk__not_running(const char *fn, const tk_audit *a)
+{
+    return a->running ? tk__fail(TK_ESTATE, "%s: the audit is running (this call came from "
+                                 "its candidate); a running audit cannot be changed or run "
+                                 "again", fn) : TK_OK;
+}
+
 static void tk__invalidate(tk_audit *a)
 {
     free(a->res);
@@ -97,6 +107,8 @@ int tk_audit_set_candidate(tk_audit *a, tk_candidate_fn fn, void *user)
     if (!a || !fn)
         return tk__fail(TK_EINVAL, "tk_audit_set_candidate: %s is NULL",
                         !a ? "handle" : "candidate function");
+    if (a->running)
+        return tk__not_running("tk_audit_set_candidate", a);
     a->fn = fn;
     a->user = user;
     tk__invalidate(a);
@@ -107,6 +119,8 @@ int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
 {
     if (!a)
         return tk__fail(TK_EINVAL, "tk_audit_set_gap_tolerance: handle is NULL");
+    if (a->running)
+        return tk__not_running("tk_audit_set_gap_tolerance", a);
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d is not "
                         "float32 or bfloat16", dtype);
@@ -125,6 +139,8 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
     if (!a || !originals)
         return tk__fail(TK_EINVAL, "tk_audit_add_case: %s is NULL",
                         !a ? "handle" : "originals");
+    if (a->running)
+        return tk__not_running("tk_audit_add_case", a);
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not float32 "
                         "or bfloat16; kernels reject integer data", dtype,
@@ -496,10 +512,8 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     return rc;
 }
 
-int tk_audit_run(tk_audit *a)
+static int tk__audit_run(tk_audit *a)
 {
-    if (!a)
-        return tk__fail(TK_EINVAL, "tk_audit_run: handle is NULL");
     if (!a->fn)
         return tk__fail(TK_ESTATE, "tk_audit_run: no candidate; call "
                         "tk_audit_set_candidate first");
@@ -536,6 +550,19 @@ int tk_audit_run(tk_audit *a)
                     (long long)c->cols, tk_dtype_name(c->dtype),
                     (long long)res[first].impl.mismatches,
                     tk_audit_schedule_name(res[first].diagnosis));
+}
+
+int tk_audit_run(tk_audit *a)
+{
+    if (!a)
+        return tk__fail(TK_EINVAL, "tk_audit_run: handle is NULL");
+    int rc = tk__not_running("tk_audit_run", a);
+    if (rc)
+        return rc;
+    a->running = true;
+    rc = tk__audit_run(a);
+    a->running = false;
+    return rc;
 }
 
 static double tk__nonneg(double v) { return v > 0.0 ? v : 0.0; }
@@ -597,11 +624,24 @@ const char *tk_audit_schedule_name(int schedule)
 
 /* ---- property checks ------------------------------------------------------ */
 
+static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t *order);
+
 int tk_audit_check_permutation(tk_audit *a, int64_t case_index, const int64_t *order)
 {
     if (!a || !order)
         return tk__fail(TK_EINVAL, "tk_audit_check_permutation: %s is NULL",
                         !a ? "handle" : "order");
+    int rc = tk__not_running("tk_audit_check_permutation", a);
+    if (rc)
+        return rc;
+    a->running = true;
+    rc = tk__check_permutation(a, case_index, order);
+    a->running = false;
+    return rc;
+}
+
+static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t *order)
+{
     if (case_index < 0 || case_index >= a->n_cases)
         return tk__fail(TK_ERANGE, "tk_audit_check_permutation: case %lld is outside "
                         "[0, %lld)", (long long)case_index, (long long)a->n_cases);

@@ -29,7 +29,18 @@ struct tk_bench {
     tk__entry *e;
     int n, cap;
     bool done;         /* results of a complete run are in e[].ms */
+    bool running;      /* tk_bench_run is calling back: no changes, no re-entry */
 };
+
+/* A bench whose run is calling back refuses changes and runs (TK_ESTATE):
+ * a callback that added an entry or ran the bench again would free or grow
+ * what the run is using. */
+static int tk__not_running(const char *fn, const tk_bench *b)
+{
+    return b->running ? tk__fail(TK_ESTATE, "%s: the bench is running (this call came from "
+                                 "one of its callbacks); a running bench cannot be changed "
+                                 "or run again", fn) : TK_OK;
+}
 
 static int64_t tk__bparam(const tk_bench *b, int param)
 {
@@ -153,6 +164,8 @@ int tk_bench_set(tk_bench *b, int param, int64_t value)
 {
     if (!b)
         return tk__fail(TK_EINVAL, "tk_bench_set: bench is NULL");
+    if (b->running)
+        return tk__not_running("tk_bench_set", b);
     if (param < TK_BENCH_REPEATS || param > TK_BENCH_BASELINE)
         return tk__fail(TK_EINVAL, "tk_bench_set: unknown parameter %d", param);
     int rc = tk__param_check("tk_bench", param, value);
@@ -184,6 +197,8 @@ int tk_bench_set_boundary(tk_bench *b, const char *text)
 {
     if (!b || !text)
         return tk__fail(TK_EINVAL, "tk_bench_set_boundary: %s is NULL", !b ? "bench" : "text");
+    if (b->running)
+        return tk__not_running("tk_bench_set_boundary", b);
     if (!text[0])
         return tk__fail(TK_EINVAL, "tk_bench_set_boundary: the boundary text is empty");
     char *copy = tk__strdup(text);
@@ -211,6 +226,8 @@ int tk_bench_add(tk_bench *b, const char *label, const tk_device *placement,
     if (!b || !label || !run)
         return tk__fail(TK_EINVAL, "tk_bench_add: %s is NULL",
                         !b ? "bench" : !label ? "label" : "run");
+    if (b->running)
+        return tk__not_running("tk_bench_add", b);
     if (placement && !tk__same_place(b->target, placement))
         return tk__fail(TK_ENOTARGET, "tk_bench_add: \"%s\": inputs placed on %s \"%s\" are "
                         "not on the target \"%s\"; place them on the target first", label,
@@ -304,10 +321,8 @@ static int tk__sampling(tk_bench *b, int from, int to, int64_t repeats, double b
     return TK_OK;
 }
 
-int tk_bench_run(tk_bench *b)
+static int tk__bench_run(tk_bench *b)
 {
-    if (!b)
-        return tk__fail(TK_EINVAL, "tk_bench_run: bench is NULL");
     if (!b->n)
         return tk__fail(TK_ESTATE, "tk_bench_run: no entries; add them with tk_bench_add");
     if (!b->boundary)
@@ -349,6 +364,19 @@ int tk_bench_run(tk_bench *b)
 }
 
 /* ---- results ------------------------------------------------------------------ */
+
+int tk_bench_run(tk_bench *b)
+{
+    if (!b)
+        return tk__fail(TK_EINVAL, "tk_bench_run: bench is NULL");
+    int rc = tk__not_running("tk_bench_run", b);
+    if (rc)
+        return rc;
+    b->running = true;
+    rc = tk__bench_run(b);
+    b->running = false;
+    return rc;
+}
 
 static int tk__entry_check(const char *fn, const tk_bench *b, int entry)
 {

@@ -278,6 +278,7 @@ struct tk_audit {
     tk__case_result *res; /* n_cases entries after a complete run, else NULL */
     void *work;           /* stored inputs, output and oracle of the largest */
     size_t work_bytes;    /* case so far, kept: fresh pages fault on each run */
+    bool running;         /* the candidate is running: no changes, no re-entry */
 };
 
 /* Shortest decimal that reads back to v, formatted like Python's repr()

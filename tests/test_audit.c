@@ -820,3 +820,88 @@ Test(audit_report, writes_three_formats_and_refuses_bad_paths)
     tk_audit_destroy(a);
     tk_kernel_destroy(k);
 }
+
+/* ---- re-entry ------------------------------------------------------------------ */
+
+struct reentry {
+    tk_audit *self, *other;
+    int add, run, perm, other_run;
+};
+
+/* A candidate that tries to change and rerun its own audit (refused, so
+ * nothing it uses moves) and runs a different audit (allowed). */
+static int reentrant(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    struct reentry *r = user;
+    static const float one[4] = {1, 1, 1, 1};
+    const float *orig[2] = {one, one};
+    int64_t order[2] = {1, 0};
+    r->add = tk_audit_add_case(r->self, TK_DTYPE_F32, 2, 2, orig);
+    r->run = tk_audit_run(r->self);
+    r->perm = tk_audit_check_permutation(r->self, 0, order);
+    if (r->other)
+        r->other_run = tk_audit_run(r->other);
+    tk_tiling *t = NULL;
+    tk_kernel *k = NULL;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(out), tk_matrix_cols(out), 8, 128);
+    if (!rc)
+        rc = tk_kernel_axpy(&k, 2.0f);
+    if (!rc)
+        rc = tk_kernel_run(k, t, in, out);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
+static int plain(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    tk_tiling *t = NULL;
+    tk_kernel *k = NULL;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(out), tk_matrix_cols(out), 8, 128);
+    if (!rc)
+        rc = tk_kernel_axpy(&k, 2.0f);
+    if (!rc)
+        rc = tk_kernel_run(k, t, in, out);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
+Test(audit, a_candidate_cannot_change_or_rerun_its_own_audit)
+{
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    float x[16 * 130];
+    tkt_fill(x, 16 * 130, 21);
+    const float *orig[2] = {x, x};
+    struct reentry r = {0};
+    tk_audit *other;
+    tkt_expect_status(tk_audit_create(&r.self, k), TK_OK);
+    tkt_expect_status(tk_audit_create(&other, k), TK_OK);
+    tkt_expect_status(tk_audit_set_candidate(other, plain, NULL), TK_OK);
+    tkt_expect_status(tk_audit_add_case(other, TK_DTYPE_BF16, 16, 130, orig), TK_OK);
+    r.other = other;
+    tkt_expect_status(tk_audit_set_candidate(r.self, reentrant, &r), TK_OK);
+    for (int c = 0; c < 3; c++)
+        tkt_expect_status(tk_audit_add_case(r.self, TK_DTYPE_BF16, 16, 130, orig), TK_OK);
+    tkt_expect_status(tk_audit_run(r.self), TK_OK);
+    cr_assert_eq(r.add, TK_ESTATE);
+    cr_assert_eq(r.run, TK_ESTATE);
+    cr_assert_eq(r.perm, TK_ESTATE);
+    cr_assert_eq(r.other_run, TK_OK, "a different audit may run inside a candidate");
+    cr_assert_eq(tk_audit_case_count(r.self), 3);
+    double passed;
+    for (int c = 0; c < 3; c++) {
+        tkt_expect_status(tk_audit_result(r.self, c, TK_AUDIT_PASSED, &passed), TK_OK);
+        cr_assert_eq(passed, 1.0);
+    }
+    int64_t order[16];
+    for (int i = 0; i < 16; i++)
+        order[i] = 15 - i;
+    tkt_expect_status(tk_audit_check_permutation(r.self, 0, order), TK_OK);
+    cr_assert_eq(r.run, TK_ESTATE, "inside the permutation check too");
+    tk_audit_destroy(other);
+    tk_audit_destroy(r.self);
+    tk_kernel_destroy(k);
+}

@@ -248,3 +248,43 @@ Test(bench, median_and_percentile)
     cr_assert(strstr(tk_last_error_message(), "sample 1 is NaN"), "%s",
               tk_last_error_message());
 }
+
+/* ---- re-entry ------------------------------------------------------------------ */
+
+struct bench_reentry {
+    tk_bench *self;
+    int add, run, set, boundary, calls;
+};
+
+static int touchy(void *user)
+{
+    struct bench_reentry *r = user;
+    if (r->calls++ == 0) {
+        r->add = tk_bench_add(r->self, "late", NULL, NULL, touchy, NULL, r);
+        r->run = tk_bench_run(r->self);
+        r->set = tk_bench_set(r->self, TK_BENCH_REPEATS, 9);
+        r->boundary = tk_bench_set_boundary(r->self, "changed mid-run");
+    }
+    return 0;
+}
+
+Test(bench, a_callback_cannot_change_or_rerun_its_own_bench)
+{
+    tk_device *host;
+    struct bench_reentry r = {0};
+    tkt_expect_status(tk_device_host(&host), TK_OK);
+    tkt_expect_status(tk_bench_create(&r.self, host), TK_OK);
+    tkt_expect_status(tk_bench_set_boundary(r.self, "a callback that re-enters"), TK_OK);
+    cr_assert_eq(tk_bench_add(r.self, "touchy", NULL, NULL, touchy, NULL, &r), 0);
+    tkt_expect_status(tk_bench_run(r.self), TK_OK);
+    cr_assert_eq(r.add, TK_ESTATE);
+    cr_assert_eq(r.run, TK_ESTATE);
+    cr_assert_eq(r.set, TK_ESTATE);
+    cr_assert_eq(r.boundary, TK_ESTATE);
+    double n;
+    tkt_expect_status(tk_bench_result(r.self, 0, TK_BENCH_SAMPLES, &n), TK_OK);
+    cr_assert_eq(n, 20.0, "the run kept its own parameters");
+    cr_assert_eq(tk_bench_samples(r.self, 1, NULL, 0), TK_ERANGE, "no entry was added");
+    tk_bench_destroy(r.self);
+    tk_device_destroy(host);
+}

@@ -205,3 +205,18 @@ def test_closing_a_parent_defers_its_destruction():
     a.add_case("float32", [np.ones((8, 128), np.float32)] * 2)
     assert a.run()  # the C audit still has a live kernel
     a.close()
+
+
+def test_a_candidate_that_reenters_its_audit_gets_state_error():
+    k = tk.Kernel.axpy(2.0)
+    a = tk.Audit(k)
+
+    def candidate(x, y):
+        a.add_case("float32", [np.ones((8, 128), np.float32)] * 2)
+        return axpy(x, y)
+
+    a.set_candidate(candidate)
+    a.add_case("float32", [np.ones((8, 128), np.float32)] * 2)
+    with pytest.raises(tk.StateError, match="the audit is running"):
+        a.run()
+    assert a.cases == 1
