@@ -49,7 +49,7 @@ RPATH = -Wl,-rpath,$(abspath $(L))
 CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 .PHONY: all examples check run bench install uninstall clean lint-man abi-check \
-        abi-baseline sanitize deps tests clang-build python crosscheck
+        abi-baseline sanitize deps tests clang-build python crosscheck tsan valgrind
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -128,6 +128,26 @@ sanitize:
 
 clang-build:
 	@$(MAKE) --no-print-directory CC=clang B=build/clang L=build/clang/lib all
+
+# The main job, the worked calls and a fast subset of the suites under
+# valgrind: no error, nothing definitely or indirectly lost.
+VALGRIND = valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    --error-exitcode=1 --trace-children=yes
+valgrind: tests
+	@mkdir -p $(B)/valgrind
+	cd $(B)/valgrind && $(VALGRIND) $(abspath $(B))/examples/audit $(abspath tests/fixtures) >audit.log
+	$(VALGRIND) $(B)/examples/call >$(B)/valgrind/call.log
+	@for t in test_core test_call test_compare; do \
+	    $(VALGRIND) $(B)/tests/$$t --jobs 1 || exit 1; done
+
+# Eight threads on shared and own handles under ThreadSanitizer: no reports.
+tsan:
+	@$(MAKE) --no-print-directory B=build/tsan L=build/tsan/lib SANFLAGS=-fsanitize=thread \
+	    CFLAGS="-O1 -g" build/tsan/lib/libtilekern.a
+	$(CC) $(ALL_CFLAGS) -fsanitize=thread -O1 -g -o build/tsan/threads tests/tsan/threads.c \
+	    build/tsan/lib/libtilekern.a -lpthread $(LDLIBS)
+	@mkdir -p build/tsan/out
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" build/tsan/threads build/tsan/out
 
 # The Python layer's cost: its C candidate as a shared object for ctypes.
 $(B)/bench/libcandidate.so: bench/candidate.c $(HDR) $(L)/libtilekern.so | $(B)/bench

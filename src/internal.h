@@ -214,8 +214,18 @@ struct tk_tiling {
  * library loads (an ifunc); the default clone keeps the baseline ISA.
  * Both clones compute the same bits: no FMA, the same IEEE operations.
  * Only for static functions: Clang resolves clones within their file. */
+/* ThreadSanitizer cannot run ifunc resolvers (they run before its runtime
+ * is up and crash the program before main): a TSan build keeps the default
+ * clone, which computes the same bits. */
+#if defined(__SANITIZE_THREAD__)
+#define TK__NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TK__NO_CLONES 1
+#endif
+#endif
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
-    (!defined(__clang__) || __clang_major__ >= 14)
+    (!defined(__clang__) || __clang_major__ >= 14) && !defined(TK__NO_CLONES)
 #define TK_HOT __attribute__((target_clones("avx2", "default")))
 #else
 #define TK_HOT

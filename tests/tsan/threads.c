@@ -1,0 +1,164 @@
+/* threads.c - `make tsan`: eight threads at once, each with handles of its
+ * own and all sharing some read-only ones (a kernel, a tiling, the inputs),
+ * run kernels under every tail, a pipeline, an audit with its report, a
+ * compare, a bench and deliberate errors.  Built with -fsanitize=thread;
+ * ThreadSanitizer must report nothing.  Each thread also checks that the
+ * error message it reads is its own.  Exit 0 when every check passed. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tilekern.h>
+
+#define THREADS 8
+#define ROWS 40
+#define COLS 300
+
+static tk_kernel *shared_kernel;
+static tk_tiling *shared_tiling;
+static tk_matrix *shared_in[2];
+static float xs[ROWS * COLS], ys[ROWS * COLS];
+static const char *dir = ".";
+
+static int host(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    tk_tiling *t = NULL;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(out), tk_matrix_cols(out), 8, 128);
+    if (!rc)
+        rc = tk_kernel_run(shared_kernel, t, in, out);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
+static int nothing(void *user)
+{
+    (void)user;
+    return 0;
+}
+
+/* One thread's work; the failure it returns names what went wrong. */
+static const char *work(int id)
+{
+    static const int tails[3] = {TK_TAIL_MASK, TK_TAIL_PAD, TK_TAIL_SHIFT_INWARDS};
+    char path[512], want[64];
+    tk_matrix *out = NULL, *ref = NULL;
+    tk_tiling *t = NULL;
+    tk_device *dev = NULL, *host_dev = NULL;
+    tk_pipeline *p = NULL;
+    tk_audit *a = NULL;
+    tk_compare *c = NULL;
+    tk_bench *b = NULL;
+    const char *why = NULL;
+    if (tk_matrix_create(&out, TK_DTYPE_F32, ROWS, COLS) ||
+        tk_matrix_create(&ref, TK_DTYPE_F32, ROWS, COLS) ||
+        tk_kernel_run(shared_kernel, shared_tiling, (const tk_matrix *const *)shared_in, ref))
+        why = "setup";
+    for (int i = 0; !why && i < 3; i++) {
+        if (tk_tiling_create(&t, ROWS, COLS, 8, 128) || tk_tiling_set(t, TK_TILING_TAIL, tails[i]) ||
+            tk_kernel_run(shared_kernel, t, (const tk_matrix *const *)shared_in, out) ||
+            memcmp(tk_matrix_data(out), tk_matrix_data(ref), sizeof xs))
+            why = "a kernel run under a tail";
+        tk_tiling_destroy(t);
+        t = NULL;
+    }
+    if (!why && (tk_tiling_create(&t, 48, 384, 8, 128) ||
+                 tk_device_simulated(&dev, "TPU v5 lite") ||
+                 tk_pipeline_create(&p, shared_kernel, t, dev)))
+        why = "pipeline setup";
+    if (!why) {
+        tk_matrix *pin[2] = {NULL, NULL}, *pout = NULL;
+        if (tk_matrix_create(&pin[0], TK_DTYPE_F32, 48, 384) ||
+            tk_matrix_create(&pin[1], TK_DTYPE_F32, 48, 384) ||
+            tk_matrix_create(&pout, TK_DTYPE_F32, 48, 384))
+            why = "pipeline matrices";
+        else {
+            memset(tk_matrix_data(pin[0]), 0, 48 * 384 * 4);
+            memset(tk_matrix_data(pin[1]), 0, 48 * 384 * 4);
+            if (tk_pipeline_run(p, (const tk_matrix *const *)pin, pout))
+                why = "a pipeline run";
+            snprintf(path, sizeof path, "%s/trace-%d.json", dir, id);
+            if (!why && tk_pipeline_write_trace(p, path))
+                why = "a trace";
+        }
+        tk_matrix_destroy(pin[0]);
+        tk_matrix_destroy(pin[1]);
+        tk_matrix_destroy(pout);
+    }
+    const float *orig[2] = {xs, ys};
+    if (!why && (tk_audit_create(&a, shared_kernel) || tk_audit_set_candidate(a, host, NULL) ||
+                 tk_audit_add_case(a, TK_DTYPE_BF16, ROWS, COLS, orig) || tk_audit_run(a)))
+        why = "an audit";
+    snprintf(path, sizeof path, "%s/audit-%d.json", dir, id);
+    if (!why && tk_audit_write_report(a, path, TK_REPORT_JSON))
+        why = "a report";
+    if (!why && (tk_compare_create(&c, TK_DTYPE_F32) || tk_compare_run(c, out, ref)))
+        why = "a compare";
+    if (!why && (tk_device_host(&host_dev) || tk_bench_create(&b, host_dev) ||
+                 tk_bench_set_boundary(b, "nothing") ||
+                 tk_bench_add(b, "nothing", NULL, NULL, nothing, NULL, NULL) < 0 ||
+                 tk_bench_set(b, TK_BENCH_REPEATS, 5) || tk_bench_run(b)))
+        why = "a bench";
+    /* A deliberate error whose message only this thread can have caused. */
+    snprintf(want, sizeof want, "%lldx7", (long long)(-100 - id));
+    tk_matrix *bad = NULL;
+    if (!why && (tk_matrix_create(&bad, TK_DTYPE_F32, -100 - id, 7) != TK_ESHAPE ||
+                 !strstr(tk_last_error_message(), want)))
+        why = "its own error message";
+    tk_bench_destroy(b);
+    tk_device_destroy(host_dev);
+    tk_compare_destroy(c);
+    tk_audit_destroy(a);
+    tk_pipeline_destroy(p);
+    tk_device_destroy(dev);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(ref);
+    return why;
+}
+
+static void *thread(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    for (int round = 0; round < 3; round++) {
+        const char *why = work(id);
+        if (why) {
+            fprintf(stderr, "tsan: thread %d failed %s: %s\n", id, why, tk_last_error_message());
+            return (void *)1;
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        dir = argv[1];
+    for (int i = 0; i < ROWS * COLS; i++) {
+        xs[i] = (float)(i % 13) * 0.25f - 1.5f;
+        ys[i] = (float)(i % 7) * 0.5f;
+    }
+    if (tk_kernel_axpy(&shared_kernel, 2.0f) ||
+        tk_tiling_create(&shared_tiling, ROWS, COLS, 8, 128) ||
+        tk_matrix_wrap(&shared_in[0], TK_DTYPE_F32, ROWS, COLS, COLS, xs) ||
+        tk_matrix_wrap(&shared_in[1], TK_DTYPE_F32, ROWS, COLS, COLS, ys)) {
+        fprintf(stderr, "tsan: setup: %s\n", tk_last_error_message());
+        return 1;
+    }
+    pthread_t t[THREADS];
+    int failed = 0;
+    for (int i = 0; i < THREADS; i++)
+        if (pthread_create(&t[i], NULL, thread, (void *)(intptr_t)i))
+            return 1;
+    for (int i = 0; i < THREADS; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        failed += r != NULL;
+    }
+    tk_matrix_destroy(shared_in[0]);
+    tk_matrix_destroy(shared_in[1]);
+    tk_tiling_destroy(shared_tiling);
+    tk_kernel_destroy(shared_kernel);
+    printf("tsan: %d threads x 3 rounds: %s\n", THREADS, failed ? "FAILED" : "every check passed");
+    return failed != 0;
+}
