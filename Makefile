@@ -49,7 +49,7 @@ RPATH = -Wl,-rpath,$(abspath $(L))
 CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 .PHONY: all examples check run bench install uninstall clean lint-man abi-check \
-        abi-baseline sanitize deps tests clang-build python crosscheck tsan valgrind
+        abi-baseline sanitize deps tests clang-build python crosscheck tsan valgrind fuzz
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -139,6 +139,31 @@ valgrind: tests
 	$(VALGRIND) $(B)/examples/call >$(B)/valgrind/call.log
 	@for t in test_core test_call test_compare; do \
 	    $(VALGRIND) $(B)/tests/$$t --jobs 1 || exit 1; done
+
+# libFuzzer harnesses (clang), each run FUZZ_SECONDS after replaying the
+# kept crashers in tests/fuzz/regressions; the .npy corpus starts from the
+# fixtures.
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+FUZZERS := $(patsubst tests/fuzz/%.c,build/fuzz/bin/%,$(sort $(wildcard tests/fuzz/*.c)))
+build/fuzz/bin/%: tests/fuzz/%.c $(HDR)
+	@mkdir -p build/fuzz/bin
+	clang $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -g -o $@ $< \
+	    build/fuzz/lib/libtilekern.a $(LDLIBS)
+fuzz:
+	@$(MAKE) --no-print-directory CC=clang B=build/fuzz L=build/fuzz/lib \
+	    SANFLAGS="$(FUZZ_SAN)" CFLAGS="-O1 -g" build/fuzz/lib/libtilekern.a
+	@$(MAKE) --no-print-directory $(FUZZERS)
+	@for f in $(FUZZERS); do name=$$(basename $$f); \
+	    mkdir -p build/fuzz/corpus-$$name; \
+	    [ $$name = npy ] && cp tests/fixtures/*.npy build/fuzz/corpus-$$name/; \
+	    for r in tests/fuzz/regressions/$$name-*; do [ -f "$$r" ] || continue; \
+	        $$f "$$r" >/dev/null 2>&1 || { echo "fuzz: $$r crashes $$name again"; exit 1; }; done; \
+	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
+	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/fuzz/$$name- \
+	        build/fuzz/corpus-$$name >build/fuzz/$$name.log 2>&1 || \
+	        { tail -40 build/fuzz/$$name.log; echo "fuzz: $$name found a crash (above)"; exit 1; }; \
+	    grep -E "^Done" build/fuzz/$$name.log | tail -1; done
 
 # Eight threads on shared and own handles under ThreadSanitizer: no reports.
 tsan:

@@ -1,0 +1,131 @@
+/* params.c - libFuzzer harness for tiling and the host kernel: fuzzed
+ * shapes, blocks, tails, dtypes, alphas and row gaps.  Every call returns a
+ * documented status with *out NULL on failure; a failed run leaves the
+ * output (row gaps included) byte for byte; a successful one equals a
+ * scalar reference of the contract and touches no gap; inputs never
+ * change. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tilekern.h>
+
+typedef struct { const unsigned char *p; size_t n; } bytes;
+
+static int take(bytes *b, int lo, int hi)  /* an int in [lo, hi] */
+{
+    int v = b->n ? b->p[0] : 0;
+    if (b->n) {
+        b->p++;
+        b->n--;
+    }
+    return lo + v % (hi - lo + 1);
+}
+
+static void check(int ok)
+{
+    if (!ok)
+        abort();
+}
+
+static float ref(int dtype, float alpha, float x, float y)
+{
+    float v = alpha * x + y;  /* separately rounded, as the contract says */
+    return dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(v)) : v;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    bytes b = {data, size};
+    int64_t rows = take(&b, -1, 40), cols = take(&b, -1, 40);
+    int64_t br = take(&b, -1, 48), bc = take(&b, -1, 48);
+    int tail = take(&b, 0, 4), gap = take(&b, 0, 3);
+    int dt[3] = {take(&b, 0, 4), take(&b, 0, 4), take(&b, 0, 4)};
+    static const float alphas[4] = {2.0f, 3.0f, -0.5f, 1e-30f};
+    float alpha = alphas[take(&b, 0, 3)];
+
+    tk_tiling *t = (tk_tiling *)1;
+    int rc = tk_tiling_create(&t, rows, cols, br, bc);
+    if (rc) {
+        check(t == NULL && (rc == TK_ESHAPE || rc == TK_EINVAL || rc == TK_EOVERFLOW));
+        return 0;
+    }
+    rc = tk_tiling_set(t, TK_TILING_TAIL, tail);
+    check(rc == TK_OK || rc == TK_ERANGE || rc == TK_ELAYOUT);
+    if (rows < 1 || cols < 1)
+        abort();  /* the tiling refused these above */
+    tk_kernel *k;
+    check(tk_kernel_axpy(&k, alpha) == TK_OK);
+    /* Three matrices with a row gap, over buffers whose gaps hold a pattern. */
+    int64_t stride = cols + gap;
+    unsigned char *mem[3];
+    tk_matrix *m[3] = {NULL, NULL, NULL};
+    size_t bytes_of[3];
+    for (int i = 0; i < 3; i++) {
+        int64_t es = tk_dtype_size(dt[i]) ? tk_dtype_size(dt[i]) : 4;
+        bytes_of[i] = (size_t)(rows * stride * es);
+        mem[i] = malloc(bytes_of[i]);
+        for (size_t j = 0; j < bytes_of[i]; j++)
+            mem[i][j] = (unsigned char)(j * 37 + i);
+        if (i < 2)  /* finite inputs: small values of either kind */
+            for (int64_t e = 0; e < rows * stride; e++) {
+                float v = (float)((e * 7 + i * 3) % 17) * 0.25f - 2.0f;
+                if (dt[i] == TK_DTYPE_F32)
+                    memcpy(mem[i] + e * 4, &v, 4);
+                else if (dt[i] == TK_DTYPE_BF16) {
+                    unsigned short h = tk_bf16_from_f32(v);
+                    memcpy(mem[i] + e * 2, &h, 2);
+                }
+            }
+        m[i] = (tk_matrix *)1;
+        rc = tk_matrix_wrap(&m[i], dt[i], rows, cols, stride, mem[i]);
+        check(rc == TK_OK || (rc == TK_EDTYPE && m[i] == NULL));
+    }
+    unsigned char *before[3];
+    for (int i = 0; i < 3; i++) {
+        before[i] = malloc(bytes_of[i]);
+        memcpy(before[i], mem[i], bytes_of[i]);
+    }
+    if (m[0] && m[1] && m[2]) {
+        rc = tk_kernel_run(k, t, (const tk_matrix *const *)m, m[2]);
+        check(memcmp(mem[0], before[0], bytes_of[0]) == 0);
+        check(memcmp(mem[1], before[1], bytes_of[1]) == 0);
+        if (rc != TK_OK) {
+            check(rc == TK_EDTYPE || rc == TK_ELAYOUT || rc == TK_ENOMEM || rc == TK_EOVERFLOW);
+            check(memcmp(mem[2], before[2], bytes_of[2]) == 0);
+        } else {
+            int64_t es = tk_dtype_size(dt[2]);
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < stride; c++) {
+                    size_t at = (size_t)((r * stride + c) * es);
+                    if (c >= cols) {  /* a gap: untouched */
+                        check(memcmp(mem[2] + at, before[2] + at, (size_t)es) == 0);
+                        continue;
+                    }
+                    float x, y, got;
+                    if (dt[0] == TK_DTYPE_F32) {
+                        memcpy(&x, mem[0] + (r * stride + c) * 4, 4);
+                        memcpy(&y, mem[1] + (r * stride + c) * 4, 4);
+                        memcpy(&got, mem[2] + at, 4);
+                    } else {
+                        unsigned short hx, hy, hg;
+                        memcpy(&hx, mem[0] + (r * stride + c) * 2, 2);
+                        memcpy(&hy, mem[1] + (r * stride + c) * 2, 2);
+                        memcpy(&hg, mem[2] + at, 2);
+                        x = tk_bf16_to_f32(hx);
+                        y = tk_bf16_to_f32(hy);
+                        got = tk_bf16_to_f32(hg);
+                    }
+                    float want = ref(dt[2], alpha, x, y);
+                    check(memcmp(&got, &want, 4) == 0);
+                }
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        tk_matrix_destroy(m[i]);
+        free(mem[i]);
+        free(before[i]);
+    }
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    return 0;
+}
