@@ -113,11 +113,12 @@ int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index, int64_t buffers
     if (index < 0 || index >= n)
         return tk__fail(TK_ERANGE, "tk_pipeline_set_buffers: %s %d is outside [0, %d)",
                         in ? "input" : "output", index, n);
-    int64_t hi = in ? TK_PIPE_MAX_BUFFERS : 2;
-    if (buffers < 0 || buffers > hi)
+    int64_t lo, hi;  /* the parameter's range, from the one table of bounds */
+    tk_param_bounds(in ? TK_PIPE_INPUT_BUFFERS : TK_PIPE_OUTPUT_BUFFERS, &lo, &hi);
+    if (buffers != 0 && (buffers < lo || buffers > hi))
         return tk__fail(TK_ERANGE, "tk_pipeline_set_buffers: %lld slots for %s %d is outside "
-                        "[1, %lld] (0 goes back to the parameter)", (long long)buffers,
-                        in ? "input" : "output", index, (long long)hi);
+                        "[%lld, %lld] (0 goes back to the parameter)", (long long)buffers,
+                        in ? "input" : "output", index, (long long)lo, (long long)hi);
     p->buffers[in ? 0 : 1][index] = buffers;
     return TK_OK;
 }
