@@ -28,7 +28,7 @@ extern "C" {
 
 /* The Makefile reads these three lines: keep their form. */
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 3
+#define TK_VERSION_MINOR 4
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER \
     (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
@@ -71,12 +71,15 @@ TK_API const char *tk_last_error_message(void);
 TK_API int tk_param_bounds(int param, int64_t *lo, int64_t *hi);
 
 /*====================================================================
- * Dtypes and bfloat16
+ * Dtypes and conversions
  *====================================================================*/
 
 #define TK_DTYPE_F32 1
-#define TK_DTYPE_BF16 2  /* stored as uint16_t bit patterns */
-#define TK_DTYPE_I32 3   /* storage only: kernels reject it */
+#define TK_DTYPE_BF16 2       /* stored as uint16_t bit patterns */
+#define TK_DTYPE_I32 3        /* storage only: kernels reject it */
+#define TK_DTYPE_F16 4        /* IEEE binary16, as uint16_t bits (since 0.4) */
+#define TK_DTYPE_F8E4M3FN 5   /* ml_dtypes float8_e4m3fn, one byte (since 0.4) */
+#define TK_DTYPE_F8E5M2 6     /* ml_dtypes float8_e5m2, one byte (since 0.4) */
 
 TK_API const char *tk_dtype_name(int dtype);   /* "float32", NULL if unknown */
 TK_API int64_t tk_dtype_size(int dtype);       /* bytes, 0 if unknown */
@@ -88,10 +91,18 @@ TK_API float tk_bf16_to_f32(uint16_t b);       /* exact */
 TK_API int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n);
 TK_API int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n);
 
-/* Units in the last place between a and b in dtype (F32 or BF16; for BF16
- * both values are first represented in bf16).  +0 and -0 are 0 apart,
- * crossing zero is counted through it, any NaN gives UINT64_MAX, as does an
- * unknown dtype. */
+/* n elements between f32 and any float dtype, as ml_dtypes (and numpy,
+ * for float16) convert: round to nearest even, subnormals kept; fp8
+ * e4m3fn has no Inf, so Inf and overflow become NaN there.  dst holds n
+ * elements of tk_dtype_size(dtype) bytes.  TK_EDTYPE for I32 or an
+ * unknown dtype (since 0.4). */
+TK_API int tk_dtype_from_f32_n(int dtype, void *dst, const float *src, size_t n);
+TK_API int tk_dtype_to_f32_n(int dtype, float *dst, const void *src, size_t n);
+
+/* Units in the last place between a and b in a float dtype (both values
+ * are first represented in it).  +0 and -0 are 0 apart, crossing zero is
+ * counted through it, any NaN gives UINT64_MAX, as do I32 and an unknown
+ * dtype. */
 TK_API uint64_t tk_ulp_distance(int dtype, float a, float b);
 
 /*====================================================================

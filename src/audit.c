@@ -84,7 +84,7 @@ int tk_audit_create(tk_audit **out, const tk_kernel *contract)
     if (!a)
         return tk__fail(TK_ENOMEM, "tk_audit_create: out of memory");
     a->k = contract;
-    for (int d = TK_DTYPE_F32; d <= TK_DTYPE_BF16; d++)
+    for (int d = TK_DTYPE_F32; d <= TK__DTYPE_MAX; d++)
         tk__tolerance_default(d, &a->gap_atol[d], &a->gap_rtol[d]);
     *out = a;
     return TK_OK;
@@ -123,7 +123,7 @@ int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
         return tk__not_running("tk_audit_set_gap_tolerance", a);
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d is not "
-                        "float32 or bfloat16", dtype);
+                        TK__FLOAT_DTYPES, dtype);
     if (!(atol >= 0.0 && atol <= DBL_MAX) || !(rtol >= 0.0 && rtol <= DBL_MAX))
         return tk__fail(TK_ERANGE, "tk_audit_set_gap_tolerance: atol %g and rtol %g "
                         "must be finite and >= 0", atol, rtol);
@@ -142,8 +142,8 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
     if (a->running)
         return tk__not_running("tk_audit_add_case", a);
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not float32 "
-                        "or bfloat16; kernels reject integer data", dtype,
+        return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not "
+                        TK__FLOAT_DTYPES "; kernels reject integer data", dtype,
                         tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "tk_audit_add_case: shape must be positive: got "
@@ -270,6 +270,11 @@ TK_HOT static void tk__store(int dtype, const float *restrict src, void *restric
         memcpy(p, src, (size_t)n * sizeof *src);
         return;
     }
+    if (dtype != TK_DTYPE_BF16) {
+        tk__row_from_f32(dtype, src, dst, n);
+        tk__row_to_f32(dtype, dst, p, n);
+        return;
+    }
     uint16_t *d = dst;
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         if (j0 < ahead)
@@ -306,6 +311,14 @@ TK_HOT static void tk__cast_parts(int dtype, const float *restrict t,
         memcpy(o, t, (size_t)n * sizeof *t);
         for (int64_t j = 0; j < n; j++) {
             in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
+            scale = tk__max_abs_bits(scale, ref[j]);
+        }
+    } else if (dtype != TK_DTYPE_BF16) {
+        tk__row_from_f32(dtype, t, dst, n);
+        tk__row_to_f32(dtype, dst, o, n);
+        for (int64_t j = 0; j < n; j++) {
+            in_part = tk__max_abs_bits(in_part, t[j] - ref[j]);
+            out_part = tk__max_abs_bits(out_part, o[j] - t[j]);
             scale = tk__max_abs_bits(scale, ref[j]);
         }
     } else {
@@ -423,8 +436,7 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
         /* axpy with its product rounded to the storage dtype first. */
         for (int64_t j = 0; j < ne; j++) {
             float m = k->axpy.alpha * p[0][j];
-            if (c->dtype == TK_DTYPE_BF16)
-                m = tk_bf16_to_f32(tk_bf16_from_f32(m));
+            m = tk__round_to(c->dtype, m);
             v[j] = m + p[1][j];
         }
     } else if (schedule == TK_SCHEDULE_TRUNCATE) {
@@ -712,11 +724,6 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
     return rc;
 }
 
-static float tk__round_to(int dtype, float x)
-{
-    return dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(x)) : x;
-}
-
 int tk_rounding_counterexample(int dtype, float first, float second, float *early,
                                float *late)
 {
@@ -725,7 +732,7 @@ int tk_rounding_counterexample(int dtype, float first, float second, float *earl
                         !early ? "early" : "late");
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_rounding_counterexample: dtype %d is not "
-                        "float32 or bfloat16", dtype);
+                        "a float dtype", dtype);
     float e = tk__round_to(dtype, tk__round_to(dtype, first) + second);
     float l = tk__round_to(dtype, first + second);
     *early = e;

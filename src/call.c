@@ -78,7 +78,7 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
         return tk__fail(TK_ERANGE, "%s: a call takes at most %d %ss", fn,
                         TK_CALL_MAX_OPERANDS, tk__kind_name(kind));
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "%s: dtype %d is not float32 or bfloat16", fn, dtype);
+        return tk__fail(TK_EDTYPE, "%s: dtype %d is not " TK__FLOAT_DTYPES, fn, dtype);
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "%s: shape must be positive: got %lldx%lld", fn,
                         (long long)rows, (long long)cols);

@@ -18,11 +18,19 @@ struct tk_compare {
     tk__cmp res;
 };
 
-/* torch.testing.assert_close defaults. */
+/* torch.testing.assert_close's defaults for f32, bf16 and f16; torch has
+ * none for fp8, which gets one ULP at 1.0 (2^-mantissa bits) relative and
+ * half its smallest subnormal absolute. */
 void tk__tolerance_default(int dtype, double *atol, double *rtol)
 {
     *atol = 1e-5;
-    *rtol = dtype == TK_DTYPE_BF16 ? 1.6e-2 : 1.3e-6;
+    switch (dtype) {
+    case TK_DTYPE_BF16: *rtol = 1.6e-2; break;
+    case TK_DTYPE_F16: *rtol = 1e-3; break;
+    case TK_DTYPE_F8E4M3FN: *rtol = 0x1p-3; *atol = 0x1p-10; break;
+    case TK_DTYPE_F8E5M2: *rtol = 0x1p-2; *atol = 0x1p-17; break;
+    default: *rtol = 1.3e-6; break;
+    }
 }
 
 void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
@@ -295,7 +303,7 @@ int tk_compare_create(tk_compare **out, int dtype)
     *out = NULL;
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_compare_create: dtype %d (%s) is not "
-                        "float32 or bfloat16", dtype,
+                        TK__FLOAT_DTYPES, dtype,
                         tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     tk_compare *c = calloc(1, sizeof *c);
     if (!c)
@@ -364,7 +372,7 @@ int tk_compare_run(tk_compare *c, const tk_matrix *actual,
                         !c ? "handle" : !actual ? "actual" : "expected");
     if (!tk__is_float_dtype(actual->dtype) || !tk__is_float_dtype(expected->dtype))
         return tk__fail(TK_EDTYPE, "tk_compare_run: actual is %s and expected is "
-                        "%s; both must be float32 or bfloat16",
+                        "%s; both must be " TK__FLOAT_DTYPES,
                         tk_dtype_name(actual->dtype), tk_dtype_name(expected->dtype));
     if (actual->rows != expected->rows || actual->cols != expected->cols)
         return tk__fail(TK_ESHAPE, "tk_compare_run: actual is %lldx%lld but "
@@ -469,6 +477,12 @@ static void tk__value_bits(char *buf, size_t size, int dtype, float v)
     tk__repr(v, d);
     if (dtype == TK_DTYPE_BF16)
         snprintf(buf, size, "%s (0x%04x)", d, (unsigned)(u >> 16));
+    else if (dtype == TK_DTYPE_F16)
+        snprintf(buf, size, "%s (0x%04x)", d, (unsigned)tk__f16_from(v));
+    else if (dtype == TK_DTYPE_F8E4M3FN)
+        snprintf(buf, size, "%s (0x%02x)", d, (unsigned)tk__e4m3_from(v));
+    else if (dtype == TK_DTYPE_F8E5M2)
+        snprintf(buf, size, "%s (0x%02x)", d, (unsigned)tk__e5m2_from(v));
     else
         snprintf(buf, size, "%s (0x%08x)", d, (unsigned)u);
 }

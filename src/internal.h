@@ -53,10 +53,13 @@ static inline void *tk__row(const tk_matrix *m, int64_t r)
     return (char *)m->data + (size_t)(r * m->stride * tk_dtype_size(m->dtype));
 }
 
-/* A validated dtype for kernels: F32 or BF16. */
+/* A validated dtype for kernels: any float dtype, not I32. */
+#define TK__FLOAT_DTYPES "float32, bfloat16, float16, float8_e4m3fn or float8_e5m2"
+#define TK__N_FLOAT 5                    /* how many float dtypes there are */
+#define TK__DTYPE_MAX TK_DTYPE_F8E5M2    /* the largest dtype code */
 static inline bool tk__is_float_dtype(int dtype)
 {
-    return dtype == TK_DTYPE_F32 || dtype == TK_DTYPE_BF16;
+    return tk_dtype_size(dtype) > 0 && dtype != TK_DTYPE_I32;
 }
 
 /* The library's one f32 -> bf16 rule, on bits: f32 bits in, the f32 bits
@@ -96,7 +99,110 @@ static inline uint16_t tk__bf16_from(float f)
 
 static inline float tk__bf16_to(uint16_t b) { return tk__f32_value((uint32_t)b << 16); }
 
-/* Row conversion between stored dtype and f32 (F32 or BF16 only). */
+/* c ? a : b on all 32 bits without a branch: the f16 and fp8 rules below
+ * pick with it, so the compiler keeps their loops free of control flow and
+ * vectorizes them (a ternary it may turn into a branch, and it will not
+ * then compute a float product on lanes that do not need it). */
+static inline uint32_t tk__sel(bool c, uint32_t a, uint32_t b)
+{
+    uint32_t m = 0u - (uint32_t)c;
+    return (a & m) | (b & ~m);
+}
+
+/* The small binary floats (f16, fp8) share one rounding rule on bits: the
+ * f32 at u to eb exponent and mb mantissa bits, nearest even, subnormals
+ * kept.  The result is the magnitude's encoding, past the largest finite
+ * one on overflow; Inf, NaN and the sign are left to the caller.  A target
+ * normal rebiases the exponent and rounds the dropped bits as bf16 does; a
+ * target subnormal shifts the significand, implicit bit included, down to
+ * the format's quantum.  Both are computed and one is picked. */
+static inline uint32_t tk__narrow(uint32_t u, int eb, int mb)
+{
+    const int bias = (1 << (eb - 1)) - 1, shift = 23 - mb;
+    uint32_t a = u & 0x7FFFFFFFu, e = a >> 23;
+    uint32_t t = a - ((uint32_t)(127 - bias) << 23);
+    uint32_t normal = (t + (1u << (shift - 1)) - 1 + ((t >> shift) & 1)) >> shift;
+    uint32_t m = (a & 0x7FFFFFu) | (uint32_t)(e != 0) << 23;
+    /* The shift, in [1, 31] on every lane (it wraps where the normal path
+     * is picked); only [24 - mb, 31] matters. */
+    uint32_t s = (uint32_t)(151 - bias - mb) - (e > 1 ? e : 1);
+    s = (s - 1 < 30 ? s - 1 : 30) + 1;
+    uint32_t sub = (m + (1u << (s - 1)) - 1 + ((m >> s) & 1)) >> s;
+    return tk__sel(a >= (uint32_t)(128 - bias) << 23, normal, sub);
+}
+
+/* f32 -> f16 as numpy casts: overflow to Inf; a NaN keeps its sign and the
+ * top ten bits of its payload, made nonzero when they are all zero. */
+static inline uint16_t tk__f16_from(float f)
+{
+    uint32_t u = tk__f32_bits(f), a = u & 0x7FFFFFFFu, p = (a >> 13) & 0x3FFu;
+    uint32_t r = tk__narrow(u, 5, 10);
+    r = tk__sel(r > 0x7C00u, 0x7C00u, r);
+    r = tk__sel(a > 0x7F800000u, 0x7C00u | p | (p == 0), r);
+    return (uint16_t)(((u >> 16) & 0x8000u) | r);
+}
+
+/* f32 -> float8_e4m3fn as ml_dtypes casts: no infinities, so Inf and every
+ * value rounding past 448 become the NaN 0x7F, keeping the sign. */
+static inline uint8_t tk__e4m3_from(float f)
+{
+    uint32_t u = tk__f32_bits(f), a = u & 0x7FFFFFFFu;
+    uint32_t r = tk__narrow(u, 4, 3);
+    r = tk__sel(r > 0x7Eu || a > 0x7F800000u, 0x7Fu, r);
+    return (uint8_t)(((u >> 24) & 0x80u) | r);
+}
+
+/* f32 -> float8_e5m2 as ml_dtypes casts: overflow to Inf, NaN to 0x7E. */
+static inline uint8_t tk__e5m2_from(float f)
+{
+    uint32_t u = tk__f32_bits(f), a = u & 0x7FFFFFFFu;
+    uint32_t r = tk__narrow(u, 5, 2);
+    r = tk__sel(r > 0x7Cu, 0x7Cu, r);
+    r = tk__sel(a > 0x7F800000u, 0x7Eu, r);
+    return (uint8_t)(((u >> 24) & 0x80u) | r);
+}
+
+/* The other way, exactly: a normal rebiases, a subnormal is its integer
+ * significand times the quantum 2^(1 - bias - mb) (an exact f32 product,
+ * which raises no flag), and the all-ones exponent, Inf or NaN, is left to
+ * the caller. */
+static inline uint32_t tk__widen(uint32_t h, int eb, int mb, float quantum)
+{
+    const int bias = (1 << (eb - 1)) - 1;
+    uint32_t sign = (h >> (eb + mb)) << 31, mag = h & ((1u << (eb + mb)) - 1);
+    uint32_t normal = (mag << (23 - mb)) + ((uint32_t)(127 - bias) << 23);
+    uint32_t sub = tk__f32_bits((float)(int32_t)mag * quantum);
+    return sign | tk__sel(mag >> mb != 0, normal, sub);
+}
+
+/* f16 NaNs keep their payload, as numpy's do; fp8 NaNs become the quiet
+ * NaN of their sign, as ml_dtypes' do. */
+static inline float tk__f16_to(uint16_t h)
+{
+    uint32_t u = tk__widen(h, 5, 10, 0x1p-24f);
+    uint32_t special = ((uint32_t)(h & 0x8000u) << 16) | 0x7F800000u | ((h & 0x3FFu) << 13);
+    return tk__f32_value(tk__sel((h & 0x7C00u) == 0x7C00u, special, u));
+}
+
+static inline float tk__e4m3_to(uint8_t h)
+{
+    uint32_t u = tk__widen(h, 4, 3, 0x1p-9f);
+    uint32_t nan = ((uint32_t)(h & 0x80u) << 24) | 0x7FC00000u;
+    return tk__f32_value(tk__sel((h & 0x7Fu) == 0x7Fu, nan, u));
+}
+
+static inline float tk__e5m2_to(uint8_t h)
+{
+    uint32_t u = tk__widen(h, 5, 2, 0x1p-16f);
+    uint32_t sign = (uint32_t)(h & 0x80u) << 24;
+    uint32_t special = sign | tk__sel((h & 0x7Fu) == 0x7Cu, 0x7F800000u, 0x7FC00000u);
+    return tk__f32_value(tk__sel((h & 0x7Cu) == 0x7Cu, special, u));
+}
+
+/* f32 -> dtype -> f32: what storing x in a float dtype keeps of it. */
+float tk__round_to(int dtype, float x);
+
+/* Row conversion between a float dtype and f32. */
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 
@@ -282,7 +388,7 @@ struct tk_audit {
     const tk_kernel *k;   /* the contract; borrowed */
     tk_candidate_fn fn;
     void *user;
-    double gap_atol[TK_DTYPE_BF16 + 1], gap_rtol[TK_DTYPE_BF16 + 1];
+    double gap_atol[TK__DTYPE_MAX + 1], gap_rtol[TK__DTYPE_MAX + 1];
     tk__case *cases;
     int64_t n_cases, cap;
     tk__case_result *res; /* n_cases entries after a complete run, else NULL */

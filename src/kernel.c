@@ -145,6 +145,23 @@ static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int
         o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
 }
 
+/* f16 and fp8 through f32 chunks: each chunk of x and y is promoted
+ * before any of its results is stored, so o may be x or y. */
+static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64_t n,
+                         float a)
+{
+    enum { CHUNK = 256 };
+    float fx[CHUNK], fy[CHUNK];
+    size_t es = (size_t)tk_dtype_size(dtype);
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        tk__row_to_f32(dtype, (const char *)x + (size_t)i * es, fx, m);
+        tk__row_to_f32(dtype, (const char *)y + (size_t)i * es, fy, m);
+        tk__axpy_f32(fx, fx, fy, m, a);
+        tk__row_from_f32(dtype, fx, (char *)o + (size_t)i * es, m);
+    }
+}
+
 /* f32(f32(a*x) + y) on 8 elements as one 32-byte vector, both inputs read
  * before the store, so an output that is exactly an input stays correct. */
 typedef float tk__vec __attribute__((vector_size(32)));
@@ -399,10 +416,12 @@ static inline void tk__out8(int dtype, unsigned char *d, const float *s)
     memcpy(d, &h, sizeof h);
 }
 
+/* f32 and bf16 take 8-lane vectors here; the other dtypes, rarer on this
+ * path, their own bulk loops. */
 static inline void tk__in_line(int dtype, float *d, const unsigned char *s, int64_t n)
 {
     int64_t es = dtype == TK_DTYPE_F32 ? 4 : 2;
-    if (n < 8) {
+    if (n < 8 || (dtype != TK_DTYPE_F32 && dtype != TK_DTYPE_BF16)) {
         tk__row_to_f32(dtype, s, d, n);
         return;
     }
@@ -415,7 +434,7 @@ static inline void tk__in_line(int dtype, float *d, const unsigned char *s, int6
 static inline void tk__out_line(int dtype, unsigned char *d, const float *s, int64_t n)
 {
     int64_t es = dtype == TK_DTYPE_F32 ? 4 : 2;
-    if (n < 8) {
+    if (n < 8 || (dtype != TK_DTYPE_F32 && dtype != TK_DTYPE_BF16)) {
         tk__row_from_f32(dtype, s, d, n);
         return;
     }
@@ -517,12 +536,14 @@ static void tk__restore(const tk__exec *e, int64_t full, int64_t end, int64_t c)
 static void tk__axpy_rect(const tk__exec *e, tk__rect g)
 {
     for (int64_t i = 0; i < g.h; i++) {
+        void *o = tk__out_at(e, g.r + i, g.c);
+        const void *x = tk__in_at(e, 0, g.r + i, g.c), *y = tk__in_at(e, 1, g.r + i, g.c);
         if (e->dtype == TK_DTYPE_F32)
-            tk__axpy_f32(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
-                         tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->axpy.alpha);
+            tk__axpy_f32(o, x, y, g.w, e->k->axpy.alpha);
+        else if (e->dtype == TK_DTYPE_BF16)
+            tk__axpy_bf16(o, x, y, g.w, e->k->axpy.alpha);
         else
-            tk__axpy_bf16(tk__out_at(e, g.r + i, g.c), tk__in_at(e, 0, g.r + i, g.c),
-                          tk__in_at(e, 1, g.r + i, g.c), g.w, e->k->axpy.alpha);
+            tk__axpy_any(e->dtype, o, x, y, g.w, e->k->axpy.alpha);
     }
 }
 
@@ -838,10 +859,10 @@ int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
         if (inputs[i]->dtype == x->dtype && tk__is_float_dtype(x->dtype))
             continue;
         if (k->n_inputs == 1)
-            return tk__fail(TK_EDTYPE, "%s: a float32 or bfloat16 input "
-                            "required: got %s", fn, tk_dtype_name(x->dtype));
-        return tk__fail(TK_EDTYPE, "%s: matching float32 or bfloat16 inputs "
-                        "required: got %s and %s", fn, tk_dtype_name(x->dtype),
+            return tk__fail(TK_EDTYPE, "%s: an input of a float dtype ("
+                            TK__FLOAT_DTYPES ") required: got %s", fn, tk_dtype_name(x->dtype));
+        return tk__fail(TK_EDTYPE, "%s: inputs of one float dtype ("
+                        TK__FLOAT_DTYPES ") required: got %s and %s", fn, tk_dtype_name(x->dtype),
                         tk_dtype_name(inputs[i ? i : 1]->dtype));
     }
     /* Positive block dims are guaranteed by tk_tiling_create. */

@@ -8,7 +8,8 @@ static int tk__check_shape(const char *fn, int dtype, int64_t rows, int64_t cols
 {
     if (!tk_dtype_name(dtype))
         return tk__fail(TK_EDTYPE, "%s: unknown dtype %d (use TK_DTYPE_F32, "
-                        "TK_DTYPE_BF16 or TK_DTYPE_I32)", fn, dtype);
+                        "TK_DTYPE_BF16, TK_DTYPE_I32, TK_DTYPE_F16, TK_DTYPE_F8E4M3FN "
+                        "or TK_DTYPE_F8E5M2)", fn, dtype);
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "%s: shape must be positive: got %lldx%lld",
                         fn, (long long)rows, (long long)cols);
@@ -80,7 +81,7 @@ int tk_matrix_from_f32(tk_matrix **out, int dtype, int64_t rows, int64_t cols,
         return rc;
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_matrix_from_f32: f32 data can be represented "
-                        "in float32 or bfloat16, not %s", tk_dtype_name(dtype));
+                        "in a float dtype, not %s", tk_dtype_name(dtype));
     if (!src)
         return tk__fail(TK_EINVAL, "tk_matrix_from_f32: src is NULL");
     if (src_row_stride < cols)
@@ -102,7 +103,7 @@ int tk_matrix_to_f32(const tk_matrix *m, float *dst, int64_t dst_row_stride)
         return tk__fail(TK_EINVAL, "tk_matrix_to_f32: %s is NULL", !m ? "matrix" : "dst");
     if (!tk__is_float_dtype(m->dtype))
         return tk__fail(TK_EDTYPE, "tk_matrix_to_f32: %s matrices are storage only; "
-                        "float32 or bfloat16 required", tk_dtype_name(m->dtype));
+                        "a float dtype required", tk_dtype_name(m->dtype));
     if (dst_row_stride < m->cols)
         return tk__fail(TK_ELAYOUT, "tk_matrix_to_f32: destination row stride %lld is "
                         "smaller than cols %lld", (long long)dst_row_stride,

@@ -22,7 +22,8 @@
 #define TK__NPY_PREAMBLE 8                 /* magic + 2 version bytes */
 #define TK__NPY_MAX_HEADER (1ul << 20)     /* larger headers are refused */
 #define TK__NPY_ALIGN 64                   /* numpy's header alignment */
-#define TK__NPY_SUPPORTED "'<f4', '<i4', '<u2' (bf16 bits) and '<V2' (bf16)"
+#define TK__NPY_SUPPORTED "'<f4', '<i4', '<u2' and '<V2' (bf16), '<f2', '<V1' " \
+    "(float8_e4m3fn) and '<f1' (float8_e5m2)"
 
 static const struct {
     const char *descr;
@@ -32,6 +33,14 @@ static const struct {
     {"<i4", TK_DTYPE_I32},
     {"<u2", TK_DTYPE_BF16},   /* first match is what tk_matrix_save_npy writes */
     {"<V2", TK_DTYPE_BF16},   /* what ml_dtypes.bfloat16 arrays save as */
+    {"<f2", TK_DTYPE_F16},
+    /* ml_dtypes saves float8_e4m3fn as '<V1' (numpy reads it back as '|V1'),
+     * as it does its other one-byte types: such a file is taken as the one
+     * tilekern has.  float8_e5m2 alone saves as '<f1'. */
+    {"<V1", TK_DTYPE_F8E4M3FN},
+    {"|V1", TK_DTYPE_F8E4M3FN},
+    {"<f1", TK_DTYPE_F8E5M2},
+    {"|f1", TK_DTYPE_F8E5M2},
 };
 
 /* ---- header parser -------------------------------------------------- */

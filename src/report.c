@@ -344,13 +344,29 @@ static double tk__nice(double v)
 static void tk__svg(const tk_audit *a, tk__sb *b)
 {
     enum { W = 760, H = 460, L = 100, R = 30, T = 70, B = 90 };
-    static const char *const color[2] = {"#4c72b0", "#dd8452"};
-    static const int dtypes[2] = {TK_DTYPE_F32, TK_DTYPE_BF16};
+    static const char *const palette[TK__N_FLOAT] = {"#4c72b0", "#dd8452", "#55a868",
+                                                     "#c44e52", "#8172b3"};
+    static const int all[TK__N_FLOAT] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16,
+                                         TK_DTYPE_F8E4M3FN, TK_DTYPE_F8E5M2};
+    /* A bar per dtype and shape: float32 and bfloat16 always, the others
+     * when a case has them. */
+    int dtypes[TK__N_FLOAT], nd = 0, slot[TK__DTYPE_MAX + 1] = {0};
+    const char *color[TK__N_FLOAT];
+    for (int d = 0; d < TK__N_FLOAT; d++) {
+        bool used = d < 2;
+        for (int64_t i = 0; i < a->n_cases && !used; i++)
+            used = a->cases[i].dtype == all[d];
+        if (used) {
+            slot[all[d]] = nd;
+            color[nd] = palette[d];
+            dtypes[nd++] = all[d];
+        }
+    }
     int64_t n = a->n_cases, ng = 0;
     /* Groups: distinct shapes in order of first appearance; each bar is the
      * largest gap of that shape and dtype (NaN when absent). */
     int64_t (*shape)[2] = calloc((size_t)n, sizeof *shape);
-    double (*gap)[2] = calloc((size_t)n, sizeof *gap);
+    double (*gap)[TK__N_FLOAT] = calloc((size_t)n, sizeof *gap);
     if (!shape || !gap) {
         free(shape);
         free(gap);
@@ -366,10 +382,11 @@ static void tk__svg(const tk_audit *a, tk__sb *b)
         if (g == ng) {
             shape[ng][0] = c->rows;
             shape[ng][1] = c->cols;
-            gap[ng][0] = gap[ng][1] = NAN;
+            for (int s = 0; s < nd; s++)
+                gap[ng][s] = NAN;
             ng++;
         }
-        int s = c->dtype == TK_DTYPE_BF16;
+        int s = slot[c->dtype];
         double v = tk__res(a, i, TK_AUDIT_GAP_MAX_ABS);
         if (isnan(gap[g][s]) || v > gap[g][s])
             gap[g][s] = v;
@@ -377,7 +394,7 @@ static void tk__svg(const tk_audit *a, tk__sb *b)
             top = v;
     }
     double ymax = tk__nice(top), pw = W - L - R, ph = H - T - B;
-    double gw = pw / (double)ng, bw = gw * 0.32;
+    double gw = pw / (double)ng, bw = gw * 0.64 / nd;
     tk__sb_add(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -396,8 +413,8 @@ static void tk__svg(const tk_audit *a, tk__sb *b)
     }
     for (int64_t g = 0; g < ng; g++) {
         double cx = L + gw * ((double)g + 0.5);
-        for (int s = 0; s < 2; s++) {
-            double v = gap[g][s], x = s ? cx : cx - bw;
+        for (int s = 0; s < nd; s++) {
+            double v = gap[g][s], x = cx - bw * nd / 2 + bw * s;
             if (isnan(v))
                 continue;
             double h = isfinite(v) ? ph * v / ymax : 0.0;
@@ -422,10 +439,10 @@ static void tk__svg(const tk_audit *a, tk__sb *b)
                "text-anchor=\"middle\">max gap versus original float32 values</text>\n",
                L, T + (int)ph, W - R, T + (int)ph, L, T, L, T + (int)ph,
                L + (int)pw / 2, H - 40, T + (int)ph / 2);
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < nd; s++)
         tk__sb_add(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-                   "<text x=\"%d\" y=\"%d\">%s</text>\n", L + 10 + s * 110, H - 26,
-                   color[s], L + 28 + s * 110, H - 16, tk_dtype_name(dtypes[s]));
+                   "<text x=\"%d\" y=\"%d\">%s</text>\n", L + 10 + s * 120, H - 26,
+                   color[s], L + 28 + s * 120, H - 16, tk_dtype_name(dtypes[s]));
     tk__sb_add(b, "</svg>\n");
     free(shape);
     free(gap);

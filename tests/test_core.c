@@ -221,7 +221,7 @@ Test(matrix, bad_input_is_rejected)
                   "lacks '%s'", #call, tk_last_error_message(), needle);       \
     } while (0)
     REJECT(tk_matrix_create(&m, 0, 2, 2), TK_EDTYPE, "unknown dtype 0");
-    REJECT(tk_matrix_create(&m, 4, 2, 2), TK_EDTYPE, "unknown dtype 4");
+    REJECT(tk_matrix_create(&m, 7, 2, 2), TK_EDTYPE, "unknown dtype 7");
     REJECT(tk_matrix_create(&m, TK_DTYPE_F32, 0, 2), TK_ESHAPE, "0x2");
     REJECT(tk_matrix_create(&m, TK_DTYPE_F32, 2, -1), TK_ESHAPE, "2x-1");
     REJECT(tk_matrix_create(&m, TK_DTYPE_F32, INT64_MAX, 2), TK_EOVERFLOW, "overflows");

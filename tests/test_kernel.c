@@ -821,7 +821,8 @@ Test(kernel, rejects_dtypes_without_coercion)
     tk_matrix *b = make(TK_DTYPE_BF16, 8, 128, 128, 57), *i1, *i2;
     const tk_matrix *mixed[] = {e.x, b};
     expect_rejected(&e, tk_kernel_run(e.k, e.t, mixed, e.out), TK_EDTYPE,
-                    "matching float32 or bfloat16 inputs required: got float32 and bfloat16");
+                    "inputs of one float dtype (float32, bfloat16, float16, float8_e4m3fn or "
+                    "float8_e5m2) required: got float32 and bfloat16");
 
     tkt_expect_status(tk_matrix_create(&i1, TK_DTYPE_I32, 8, 128), TK_OK);
     tkt_expect_status(tk_matrix_create(&i2, TK_DTYPE_I32, 8, 128), TK_OK);
@@ -834,7 +835,7 @@ Test(kernel, rejects_dtypes_without_coercion)
     tk_kernel *one;
     tkt_expect_status(tk_kernel_custom(&one, 1, axpy_cb, &ctx), TK_OK);
     expect_rejected(&e, tk_kernel_run(one, e.t, ints, e.out), TK_EDTYPE,
-                    "a float32 or bfloat16 input required: got int32");
+                    "float8_e5m2) required: got int32");
     cr_assert_eq(ctx.calls, 0, "the body ran on refused inputs");
     tk_kernel_destroy(one);
 

@@ -26,7 +26,7 @@ from .compare import Compare
 from .device import Device
 from .errors import *  # noqa: F401,F403 - the exception classes
 from .kernel import Kernel
-from .matrix import DTYPES, Matrix, bf16_from_f32, bf16_to_f32, ulp_distance
+from .matrix import DTYPES, Matrix, bf16_from_f32, bf16_to_f32, from_f32, to_f32, ulp_distance
 from .pipeline import Hazard, Pipeline
 from .tiling import Tiling
 
@@ -42,5 +42,5 @@ __all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "BlockSpec", "Call",
            "CaseResult", "Compare", "Step",
            "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
            "Tiling", "amdahl", "audit", "benchmark", "bf16_from_f32", "bf16_to_f32",
-           "median", "percentile", "rounding_counterexample", "ulp_distance",
+           "from_f32", "to_f32", "median", "percentile", "rounding_counterexample", "ulp_distance",
            "version"] + errors.__all__

@@ -21,7 +21,7 @@ from . import errors
 
 # The library version this package was written for: older ones lack calls
 # the package makes; a different major version has a different ABI.
-REQUIRED_VERSION = (0, 3, 0)
+REQUIRED_VERSION = (0, 4, 0)
 
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
@@ -46,6 +46,9 @@ TK_ECALLBACK = -15
 TK_DTYPE_F32 = 1
 TK_DTYPE_BF16 = 2
 TK_DTYPE_I32 = 3
+TK_DTYPE_F16 = 4
+TK_DTYPE_F8E4M3FN = 5
+TK_DTYPE_F8E5M2 = 6
 
 TK_TILING_TAIL = 101
 TK_TILING_GRID_ROWS = 102
@@ -243,6 +246,8 @@ FUNCTIONS = [
     ("tk_bf16_to_f32", [c_uint16], c_float),
     ("tk_bf16_from_f32_n", [P(c_uint16), P(c_float), c_size_t], STATUS),
     ("tk_bf16_to_f32_n", [P(c_float), P(c_uint16), c_size_t], STATUS),
+    ("tk_dtype_from_f32_n", [c_int, c_void_p, P(c_float), c_size_t], STATUS),
+    ("tk_dtype_to_f32_n", [c_int, P(c_float), c_void_p, c_size_t], STATUS),
     ("tk_ulp_distance", [c_int, c_float, c_float], c_uint64),
     # tk_matrix
     ("tk_matrix_create", [OUT, c_int, c_int64, c_int64], STATUS),

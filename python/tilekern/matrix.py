@@ -12,27 +12,43 @@ from ._ffi import lib
 
 try:
     import ml_dtypes
-    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # uint16 bit arrays still work
+except ImportError:  # bit arrays (uint16, uint8) still work
     ml_dtypes = None
-    BFLOAT16 = None
 
-__all__ = ["Matrix", "DTYPES", "bf16_from_f32", "bf16_to_f32", "ulp_distance"]
+
+def _ml(name: str) -> Optional[np.dtype]:
+    return np.dtype(getattr(ml_dtypes, name)) if ml_dtypes is not None else None
+
+
+BFLOAT16 = _ml("bfloat16")
+FLOAT8_E4M3FN = _ml("float8_e4m3fn")
+FLOAT8_E5M2 = _ml("float8_e5m2")
+
+__all__ = ["Matrix", "DTYPES", "bf16_from_f32", "bf16_to_f32", "from_f32", "to_f32",
+           "ulp_distance"]
 
 DTYPES = {"float32": _ffi.TK_DTYPE_F32, "bfloat16": _ffi.TK_DTYPE_BF16,
-          "int32": _ffi.TK_DTYPE_I32}
+          "int32": _ffi.TK_DTYPE_I32, "float16": _ffi.TK_DTYPE_F16,
+          "float8_e4m3fn": _ffi.TK_DTYPE_F8E4M3FN, "float8_e5m2": _ffi.TK_DTYPE_F8E5M2}
 _NAMES = {code: name for name, code in DTYPES.items()}
-_ALIASES = {"f32": "float32", "bf16": "bfloat16", "i32": "int32"}
-_STORAGE = {_ffi.TK_DTYPE_F32: np.dtype("<f4"), _ffi.TK_DTYPE_BF16: np.dtype("<u2"),
-            _ffi.TK_DTYPE_I32: np.dtype("<i4")}
+_ALIASES = {"f32": "float32", "bf16": "bfloat16", "i32": "int32", "f16": "float16",
+            "e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+# The numpy dtype of each code's values (None where ml_dtypes is missing),
+# and of its raw bits where those are a different array type.
+_VALUES = {_ffi.TK_DTYPE_F32: np.dtype("<f4"), _ffi.TK_DTYPE_BF16: BFLOAT16,
+           _ffi.TK_DTYPE_I32: np.dtype("<i4"), _ffi.TK_DTYPE_F16: np.dtype("<f2"),
+           _ffi.TK_DTYPE_F8E4M3FN: FLOAT8_E4M3FN, _ffi.TK_DTYPE_F8E5M2: FLOAT8_E5M2}
+_BITS = {_ffi.TK_DTYPE_BF16: np.dtype("<u2"), _ffi.TK_DTYPE_F16: np.dtype("<u2"),
+         _ffi.TK_DTYPE_F8E4M3FN: np.dtype("u1"), _ffi.TK_DTYPE_F8E5M2: np.dtype("u1")}
 
 DtypeLike = Union[str, np.dtype, type]
 ArrayOrMatrix = Union[np.ndarray, "Matrix"]
 
 
 def dtype_code(dtype: DtypeLike) -> int:
-    """The TK_DTYPE_* code of "float32", "bfloat16", "int32" (or f32, bf16,
-    i32, or the numpy / ml_dtypes dtype)."""
+    """The TK_DTYPE_* code of a dtype name ("float32", "bfloat16", "int32",
+    "float16", "float8_e4m3fn", "float8_e5m2", or f32, bf16, i32, f16,
+    e4m3fn, e5m2), or of the numpy / ml_dtypes dtype."""
     if isinstance(dtype, str):
         name = _ALIASES.get(dtype, dtype)
     else:
@@ -50,42 +66,39 @@ def dtype_name(code: int) -> str:
 
 
 def numpy_dtype(code: int, bits: bool = False) -> np.dtype:
-    """The numpy dtype of stored elements: ml_dtypes.bfloat16 for bfloat16
-    when available and bits is False, else uint16 bit patterns."""
-    if code == _ffi.TK_DTYPE_BF16 and BFLOAT16 is not None and not bits:
-        return BFLOAT16
-    return _STORAGE[code]
+    """The numpy dtype of stored elements: the value dtype (ml_dtypes' for
+    bfloat16 and fp8 when installed), or with bits=True, or when ml_dtypes
+    is missing, the unsigned integers of the bit patterns."""
+    if bits and code in _BITS:
+        return _BITS[code]
+    return _VALUES[code] if _VALUES[code] is not None else _BITS[code]
 
 
 def _array_code(array: np.ndarray, dtype: Optional[DtypeLike]) -> int:
     """The dtype code a numpy array is stored as, checking it agrees."""
     have = array.dtype
-    if BFLOAT16 is not None and have == BFLOAT16:
-        code = _ffi.TK_DTYPE_BF16
-    elif have == np.float32:
-        code = _ffi.TK_DTYPE_F32
-    elif have == np.int32:
-        code = _ffi.TK_DTYPE_I32
-    elif have == np.uint16:
-        code = None  # bfloat16 bits, when asked for
-    else:
-        raise errors.DtypeError(f"arrays of {have} cannot be wrapped: float32, int32 and "
-                                f"bfloat16 (ml_dtypes.bfloat16, or uint16 bits with "
-                                f"dtype='bfloat16') can")
+    code = next((c for c, v in _VALUES.items() if v is not None and have == v), None)
+    bits_of = [c for c, b in _BITS.items() if have == b]
+    if code is None and not bits_of:
+        raise errors.DtypeError(f"arrays of {have} cannot be wrapped: float32, int32, "
+                                f"float16, ml_dtypes' bfloat16, float8_e4m3fn and "
+                                f"float8_e5m2 can, and uint16 or uint8 bits with the "
+                                f"dtype named")
     if dtype is None:
         if code is None:
-            raise errors.DtypeError("a uint16 array is taken as bfloat16 bits only with "
-                                    "dtype='bfloat16'")
+            raise errors.DtypeError(f"a {have} array is taken as bits only with the dtype "
+                                    f"named: one of "
+                                    f"{', '.join(dtype_name(c) for c in bits_of)}")
         return code
     want = dtype_code(dtype)
-    if code == want or (code is None and want == _ffi.TK_DTYPE_BF16):
+    if code == want or (code is None and want in bits_of):
         return want
     raise errors.DtypeError(f"a {have} array cannot hold {dtype_name(want)} without a "
                             f"copy")
 
 
 class Matrix(_ffi.Handle):
-    """A 2-D row-major array of float32, bfloat16 or int32.
+    """A 2-D row-major array of one of DTYPES.
 
     ``Matrix.create`` allocates one, ``Matrix.wrap`` borrows a numpy array's
     memory (no copy; the matrix keeps the array alive), ``Matrix.from_f32``
@@ -107,8 +120,9 @@ class Matrix(_ffi.Handle):
     def wrap(cls, array: np.ndarray, dtype: Optional[DtypeLike] = None) -> "Matrix":
         """Borrow a 2-D numpy array without copying.
 
-        float32, int32 and ml_dtypes.bfloat16 arrays give their own dtype; a
-        uint16 array is bfloat16 bits when ``dtype="bfloat16"``.  Rows may have
+        float32, int32, float16 and ml_dtypes' bfloat16, float8_e4m3fn and
+        float8_e5m2 arrays give their own dtype; a uint16 array is bfloat16
+        or float16 bits, and a uint8 array fp8 bits, when dtype names which.  Rows may have
         any stride as long as each row is contiguous; anything else (column
         strides, negative strides, misaligned or big-endian data) is refused,
         never read wrongly.  A read-only array may be wrapped but not written."""
@@ -141,8 +155,8 @@ class Matrix(_ffi.Handle):
 
     @classmethod
     def from_f32(cls, array, dtype: DtypeLike = "float32") -> "Matrix":
-        """A new matrix holding float32 data represented in dtype (bfloat16:
-        round to nearest even)."""
+        """A new matrix holding float32 data represented in dtype (round to
+        nearest even, as ml_dtypes casts)."""
         src = np.asarray(array)
         if src.dtype != np.float32:
             raise errors.DtypeError(f"from_f32 takes float32 data, not {src.dtype}")
@@ -156,7 +170,8 @@ class Matrix(_ffi.Handle):
 
     @classmethod
     def load_npy(cls, path: Union[str, bytes, os.PathLike]) -> "Matrix":
-        """Read a 2-D .npy file (float32, int32, bfloat16 or uint16 bits)."""
+        """Read a 2-D .npy file, in any of the forms tk_matrix_load_npy(3)
+        lists."""
         return cls(_ffi.new_handle(lib.tk_matrix_load_npy, _ffi.path_arg(path)))
 
     def save_npy(self, path: Union[str, bytes, os.PathLike]) -> None:
@@ -165,7 +180,7 @@ class Matrix(_ffi.Handle):
 
     @property
     def dtype(self) -> str:
-        """"float32", "bfloat16" or "int32"."""
+        """The dtype's name, one of DTYPES."""
         return dtype_name(lib.tk_matrix_dtype(self))
 
     @property
@@ -195,8 +210,9 @@ class Matrix(_ffi.Handle):
 
         By default a view of the matrix's memory (for a wrapped array, an
         array over that same memory), which keeps the memory alive, even
-        past close(); copy=True gives an independent copy.  bfloat16 comes as ml_dtypes.bfloat16 when
-        that is installed, else (or with bits=True) as uint16 bit patterns."""
+        past close(); copy=True gives an independent copy.  bfloat16 and fp8
+        come as ml_dtypes' dtypes when that is installed, else (and, with
+        float16, when bits=True) as unsigned bit patterns."""
         view = view_of(self, self._writable, bits)
         if copy:
             return view.copy()
@@ -283,6 +299,28 @@ def bf16_to_f32(bits):
     out = np.empty(src.shape, np.float32)
     lib.tk_bf16_to_f32_n(out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                          src.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), src.size)
+    return out
+
+
+def from_f32(x, dtype: DtypeLike) -> np.ndarray:
+    """float32 data represented in a float dtype by tk_dtype_from_f32_n: an
+    array of x's shape in numpy_dtype(dtype)."""
+    code = dtype_code(dtype)
+    src = _f32(x)
+    out = np.empty(src.shape, numpy_dtype(code))
+    lib.tk_dtype_from_f32_n(code, out.ctypes.data_as(ctypes.c_void_p),
+                            src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), src.size)
+    return out
+
+
+def to_f32(x, dtype: Optional[DtypeLike] = None) -> np.ndarray:
+    """Stored elements (an array of a value dtype, or of bits with dtype
+    named) promoted exactly to a new float32 array by tk_dtype_to_f32_n."""
+    src = np.ascontiguousarray(x)
+    code = _array_code(src.reshape(1, -1) if src.ndim != 2 else src, dtype)
+    out = np.empty(src.shape, np.float32)
+    lib.tk_dtype_to_f32_n(code, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                          src.ctypes.data_as(ctypes.c_void_p), src.size)
     return out
 
 

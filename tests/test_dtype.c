@@ -1,6 +1,8 @@
-/* test_bf16.c - f32 <-> bfloat16 conversion and ULP distances: every bf16
- * pattern, every f32 pattern against an independent reference, the stated
- * ties, subnormals and specials, the bulk variants, tk_ulp_distance. */
+/* test_dtype.c - conversions between f32 and the storage dtypes, and ULP
+ * distances.  bf16: every bf16 pattern, every f32 pattern against an
+ * independent reference, the stated ties, subnormals and specials, the bulk
+ * variants.  f16 and fp8: every encoding against a decoder written from the
+ * formats' definitions, the rounding at every midpoint, the specials. */
 #include "tk_test.h"
 
 #include <criterion/parameterized.h>
@@ -245,7 +247,7 @@ Test(bf16, dtype_names_and_sizes)
     cr_assert_eq(tk_dtype_size(TK_DTYPE_F32), (int64_t)sizeof(float));
     cr_assert_eq(tk_dtype_size(TK_DTYPE_BF16), (int64_t)sizeof(uint16_t));
     cr_assert_eq(tk_dtype_size(TK_DTYPE_I32), (int64_t)sizeof(int32_t));
-    const int unknown[] = {0, -1, 4, 99};
+    const int unknown[] = {0, -1, 7, 99};
     for (size_t i = 0; i < 4; i++) {
         cr_assert_null(tk_dtype_name(unknown[i]));
         cr_assert_eq(tk_dtype_size(unknown[i]), 0);
@@ -369,4 +371,193 @@ Test(ulp, bf16_edges)
     cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, FLT_MAX, INFINITY), 0);
     /* ...and the smallest f32 subnormal represents as 0. */
     cr_assert_eq(tk_ulp_distance(TK_DTYPE_BF16, tkt_float(1u), -0.0f), 0);
+}
+
+/* ---- f16 and fp8 ----------------------------------------------------------
+ * The reference decodes an encoding from the format's definition in double:
+ * (-1)^s 2^(e - bias) (1 + m / 2^mb), or 2^(1 - bias) m / 2^mb when e = 0. */
+
+typedef struct {
+    int dtype, eb, mb;
+    bool has_inf;             /* e4m3fn has none: its all-ones code is NaN */
+} small_fmt;
+
+static const small_fmt small_fmts[] = {
+    {TK_DTYPE_F16, 5, 10, true},
+    {TK_DTYPE_F8E4M3FN, 4, 3, false},
+    {TK_DTYPE_F8E5M2, 5, 2, true},
+};
+
+static unsigned n_codes(small_fmt f) { return 1u << (1 + f.eb + f.mb); }
+
+/* 1 for NaN, 2 for Inf, else 0 with *v the value. */
+static int ref_decode(small_fmt f, unsigned h, double *v)
+{
+    unsigned mag = h & ((1u << (f.eb + f.mb)) - 1), e = mag >> f.mb;
+    unsigned m = mag & ((1u << f.mb) - 1), emax = (1u << f.eb) - 1;
+    int bias = (1 << (f.eb - 1)) - 1;
+    if (f.has_inf && e == emax)
+        return m ? 1 : 2;
+    if (!f.has_inf && mag == (1u << (f.eb + f.mb)) - 1)
+        return 1;
+    double x = e ? ldexp(1.0 + ldexp(m, -f.mb), (int)e - bias) : ldexp(m, 1 - bias - f.mb);
+    *v = h >> (f.eb + f.mb) ? -x : x;
+    return 0;
+}
+
+static unsigned encode(small_fmt f, float x)
+{
+    unsigned char b[2] = {0};
+    cr_assert_eq(tk_dtype_from_f32_n(f.dtype, b, &x, 1), TK_OK);
+    return f.dtype == TK_DTYPE_F16 ? (unsigned)b[0] | (unsigned)b[1] << 8 : b[0];
+}
+
+static float decode(small_fmt f, unsigned h)
+{
+    unsigned char b[2] = {(unsigned char)h, (unsigned char)(h >> 8)};
+    float x;
+    cr_assert_eq(tk_dtype_to_f32_n(f.dtype, &x, b, 1), TK_OK);
+    return x;
+}
+
+Test(small, names_and_sizes)
+{
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_F16), "float16");
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_F8E4M3FN), "float8_e4m3fn");
+    cr_assert_str_eq(tk_dtype_name(TK_DTYPE_F8E5M2), "float8_e5m2");
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_F16), 2);
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_F8E4M3FN), 1);
+    cr_assert_eq(tk_dtype_size(TK_DTYPE_F8E5M2), 1);
+}
+
+Test(small, every_code_decodes_to_its_value)
+{
+    for (size_t k = 0; k < sizeof small_fmts / sizeof *small_fmts; k++) {
+        small_fmt f = small_fmts[k];
+        for (unsigned h = 0; h < n_codes(f); h++) {
+            double v = 0;
+            int kind = ref_decode(f, h, &v);
+            uint32_t got = tkt_bits(decode(f, h)), sign = (uint32_t)(h >> (f.eb + f.mb)) << 31;
+            if (kind == 1 && f.dtype == TK_DTYPE_F16)   /* numpy keeps the payload */
+                cr_assert_eq(got, sign | 0x7F800000u | (h & 0x3FFu) << 13, "f16 0x%04x", h);
+            else if (kind == 1)                          /* ml_dtypes: quiet NaN */
+                cr_assert_eq(got, sign | 0x7FC00000u, "%s 0x%02x", tk_dtype_name(f.dtype), h);
+            else if (kind == 2)
+                cr_assert_eq(got, sign | 0x7F800000u, "%s 0x%x", tk_dtype_name(f.dtype), h);
+            else
+                cr_assert_eq(got, tkt_bits((float)v), "%s 0x%x: 0x%08x, not %a",
+                             tk_dtype_name(f.dtype), h, got, v);
+        }
+    }
+}
+
+/* Every value rounds to itself, and at every midpoint between neighbours
+ * (and one f32 step either side of it) to the nearer, the even one on a
+ * tie; past the largest finite value, Inf or (e4m3fn) NaN. */
+Test(small, round_to_nearest_even_at_every_midpoint)
+{
+    for (size_t k = 0; k < sizeof small_fmts / sizeof *small_fmts; k++) {
+        small_fmt f = small_fmts[k];
+        unsigned half = n_codes(f) / 2;
+        for (unsigned s = 0; s < 2; s++)
+            for (unsigned h = 0; h + 1 < half; h++) {
+                unsigned lo = s * half + h, hi = lo + 1;
+                double a, b;
+                if (ref_decode(f, lo, &a))
+                    continue;   /* Inf and NaN codes */
+                cr_assert_eq(encode(f, (float)a), lo, "%s 0x%x", tk_dtype_name(f.dtype), lo);
+                /* After the largest finite value, hi is Inf or NaN: the
+                 * midpoint is then with the value one more ULP would give. */
+                if (ref_decode(f, hi, &b))
+                    b = a + ldexp(s ? -1.0 : 1.0, ilogb(a) - f.mb);
+                float mid = (float)((a + b) / 2);
+                float below = nextafterf(mid, (float)a), above = nextafterf(mid, (float)b);
+                unsigned even = lo & 1 ? hi : lo;
+                cr_assert_eq(encode(f, below), lo, "%s just past 0x%x", tk_dtype_name(f.dtype), lo);
+                cr_assert_eq(encode(f, mid), even, "%s tie after 0x%x", tk_dtype_name(f.dtype), lo);
+                cr_assert_eq(encode(f, above), hi, "%s just before 0x%x", tk_dtype_name(f.dtype), hi);
+            }
+    }
+}
+
+Test(small, overflow_infinity_and_nan)
+{
+    float big[] = {1e30f, INFINITY, FLT_MAX};
+    for (size_t i = 0; i < 3; i++)
+        for (unsigned s = 0; s < 2; s++) {
+            float x = s ? -big[i] : big[i];
+            cr_assert_eq(encode(small_fmts[0], x), s << 15 | 0x7C00u, "f16 %g", (double)x);
+            cr_assert_eq(encode(small_fmts[1], x), s << 7 | 0x7Fu, "e4m3fn %g", (double)x);
+            cr_assert_eq(encode(small_fmts[2], x), s << 7 | 0x7Cu, "e5m2 %g", (double)x);
+        }
+    /* f16 NaNs keep the sign and the payload's top ten bits, made nonzero
+     * (numpy's rule); the fp8 NaNs are the one quiet NaN of their sign. */
+    const uint32_t nans[] = {0x7F800001u, 0x7FC00000u, 0x7FA00000u, 0xFFFFFFFFu, 0x7F802000u};
+    const unsigned f16[] = {0x7C01u, 0x7E00u, 0x7D00u, 0xFFFFu, 0x7C01u};
+    for (size_t i = 0; i < 5; i++) {
+        float x = tkt_float(nans[i]);
+        unsigned s = nans[i] >> 31;
+        cr_assert_eq(encode(small_fmts[0], x), f16[i], "f16 of 0x%08x", nans[i]);
+        cr_assert_eq(encode(small_fmts[1], x), s << 7 | 0x7Fu, "e4m3fn of 0x%08x", nans[i]);
+        cr_assert_eq(encode(small_fmts[2], x), s << 7 | 0x7Eu, "e5m2 of 0x%08x", nans[i]);
+    }
+    /* Subnormal f32 inputs are far below every subnormal here: signed zero. */
+    for (size_t k = 0; k < 3; k++) {
+        cr_assert_eq(encode(small_fmts[k], tkt_float(0x00000001u)), 0u);
+        cr_assert_eq(encode(small_fmts[k], tkt_float(0x80000001u)), n_codes(small_fmts[k]) / 2);
+    }
+}
+
+Test(small, ulp_distance_counts_codes)
+{
+    for (size_t k = 0; k < sizeof small_fmts / sizeof *small_fmts; k++) {
+        small_fmt f = small_fmts[k];
+        double a, b;
+        for (unsigned h = 0; h + 1 < n_codes(f) / 2; h++)
+            if (!ref_decode(f, h, &a) && !ref_decode(f, h + 1, &b))
+                cr_assert_eq(tk_ulp_distance(f.dtype, (float)a, (float)b), 1,
+                             "%s 0x%x", tk_dtype_name(f.dtype), h);
+        unsigned top = f.has_inf ? (n_codes(f) / 2 - 1) >> f.mb << f.mb : n_codes(f) / 2 - 2;
+        ref_decode(f, top - 1, &a);
+        cr_assert_eq(tk_ulp_distance(f.dtype, (float)-a, (float)a), 2ull * (top - 1),
+                     "%s across zero", tk_dtype_name(f.dtype));
+    }
+}
+
+Test(small, bulk_conversions_check_their_arguments)
+{
+    float x[4] = {1, 2, 3, 4};
+    unsigned char d[16];
+    memset(d, 0xAB, sizeof d);
+    tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_I32, d, x, 4), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "tk_dtype_from_f32_n: dtype 3 is not a float"),
+              "%s", tk_last_error_message());
+    tkt_expect_status(tk_dtype_to_f32_n(99, x, d, 4), TK_EDTYPE);
+    tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_F16, NULL, x, 4), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "dst is NULL with n = 4"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_dtype_to_f32_n(TK_DTYPE_F16, x, NULL, 4), TK_EINVAL);
+    tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_F16, NULL, NULL, 0), TK_OK);
+    for (size_t i = 0; i < sizeof d; i++)
+        cr_assert_eq(d[i], 0xAB, "a refused call wrote byte %zu", i);
+    cr_assert_eq(x[0], 1.0f);
+    /* The bulk paths agree with one element at a time on every length
+     * (vector bodies and scalar tails alike). */
+    float src[300], back[300];
+    unsigned char bulk[600];
+    for (int i = 0; i < 300; i++)
+        src[i] = ldexpf((float)(i * 37 % 101) - 50.0f, i % 40 - 20);
+    for (size_t k = 0; k < 3; k++)
+        for (size_t n = 1; n <= 300; n += 29) {
+            small_fmt f = small_fmts[k];
+            size_t es = (size_t)tk_dtype_size(f.dtype);
+            cr_assert_eq(tk_dtype_from_f32_n(f.dtype, bulk, src, n), TK_OK);
+            cr_assert_eq(tk_dtype_to_f32_n(f.dtype, back, bulk, n), TK_OK);
+            for (size_t i = 0; i < n; i++) {
+                unsigned h = es == 2 ? (unsigned)bulk[2 * i] | (unsigned)bulk[2 * i + 1] << 8
+                                     : bulk[i];
+                cr_assert_eq(h, encode(f, src[i]), "%s n %zu at %zu", tk_dtype_name(f.dtype), n, i);
+                cr_assert_eq(tkt_bits(back[i]), tkt_bits(decode(f, h)));
+            }
+        }
 }

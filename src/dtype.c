@@ -1,0 +1,202 @@
+/* dtype.c - storage dtypes: names, sizes, conversions to and from f32 as
+ * ml_dtypes and numpy define them, ULP distances. */
+#include "internal.h"
+
+#include <string.h>
+
+const char *tk_dtype_name(int dtype)
+{
+    switch (dtype) {
+    case TK_DTYPE_F32: return "float32";
+    case TK_DTYPE_BF16: return "bfloat16";
+    case TK_DTYPE_I32: return "int32";
+    case TK_DTYPE_F16: return "float16";
+    case TK_DTYPE_F8E4M3FN: return "float8_e4m3fn";
+    case TK_DTYPE_F8E5M2: return "float8_e5m2";
+    default: return NULL;
+    }
+}
+
+int64_t tk_dtype_size(int dtype)
+{
+    switch (dtype) {
+    case TK_DTYPE_F32: return 4;
+    case TK_DTYPE_BF16: return 2;
+    case TK_DTYPE_I32: return 4;
+    case TK_DTYPE_F16: return 2;
+    case TK_DTYPE_F8E4M3FN: return 1;
+    case TK_DTYPE_F8E5M2: return 1;
+    default: return 0;
+    }
+}
+
+uint16_t tk_bf16_from_f32(float x) { return tk__bf16_from(x); }
+
+float tk_bf16_to_f32(uint16_t b) { return tk__bf16_to(b); }
+
+/* The bulk loops are written branch-free over raw bits so the compiler
+ * vectorizes them; they run at memory speed (see `make bench`). */
+static void tk__bf16_from_f32_loop(uint16_t *restrict dst,
+                                   const float *restrict src, size_t n)
+{
+    const uint32_t *s = (const uint32_t *)(const void *)src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (uint16_t)(tk__bf16_round(s[i]) >> 16);
+}
+
+static void tk__bf16_to_f32_loop(float *restrict dst,
+                                 const uint16_t *restrict src, size_t n)
+{
+    uint32_t *d = (uint32_t *)(void *)dst;
+    for (size_t i = 0; i < n; i++)
+        d[i] = (uint32_t)src[i] << 16;
+}
+
+int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
+{
+    if (n == 0)
+        return TK_OK;
+    if (!dst || !src)
+        return tk__fail(TK_EINVAL, "tk_bf16_from_f32_n: %s is NULL with n = %zu",
+                        !dst ? "dst" : "src", n);
+    tk__bf16_from_f32_loop(dst, src, n);
+    return TK_OK;
+}
+
+int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
+{
+    if (n == 0)
+        return TK_OK;
+    if (!dst || !src)
+        return tk__fail(TK_EINVAL, "tk_bf16_to_f32_n: %s is NULL with n = %zu",
+                        !dst ? "dst" : "src", n);
+    tk__bf16_to_f32_loop(dst, src, n);
+    return TK_OK;
+}
+
+/* The f16 and fp8 loops: one per direction and dtype, so each inlines its
+ * element rule and vectorizes (AVX2 has the per-lane shifts it needs). */
+TK_HOT static void tk__f16_from_loop(uint16_t *restrict d, const float *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__f16_from(s[i]);
+}
+
+TK_HOT static void tk__f16_to_loop(float *restrict d, const uint16_t *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__f16_to(s[i]);
+}
+
+TK_HOT static void tk__e4m3_from_loop(uint8_t *restrict d, const float *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__e4m3_from(s[i]);
+}
+
+TK_HOT static void tk__e4m3_to_loop(float *restrict d, const uint8_t *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__e4m3_to(s[i]);
+}
+
+TK_HOT static void tk__e5m2_from_loop(uint8_t *restrict d, const float *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__e5m2_from(s[i]);
+}
+
+TK_HOT static void tk__e5m2_to_loop(float *restrict d, const uint8_t *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = tk__e5m2_to(s[i]);
+}
+
+void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
+{
+    switch (dtype) {
+    case TK_DTYPE_BF16: tk__bf16_to_f32_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F16: tk__f16_to_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E4M3FN: tk__e4m3_to_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2: tk__e5m2_to_loop(dst, src, (size_t)n); break;
+    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    }
+}
+
+void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
+{
+    switch (dtype) {
+    case TK_DTYPE_BF16: tk__bf16_from_f32_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F16: tk__f16_from_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2: tk__e5m2_from_loop(dst, src, (size_t)n); break;
+    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    }
+}
+
+/* The checks of the two generic bulk conversions. */
+static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void *src,
+                          size_t n)
+{
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "%s: dtype %d is not a float dtype (float32, "
+                        "bfloat16, float16, float8_e4m3fn or float8_e5m2)", fn, dtype);
+    if (n && (!dst || !src))
+        return tk__fail(TK_EINVAL, "%s: %s is NULL with n = %zu", fn,
+                        !dst ? "dst" : "src", n);
+    return TK_OK;
+}
+
+int tk_dtype_from_f32_n(int dtype, void *dst, const float *src, size_t n)
+{
+    int rc = tk__bulk_check("tk_dtype_from_f32_n", dtype, dst, src, n);
+    if (!rc && n)
+        tk__row_from_f32(dtype, src, dst, (int64_t)n);
+    return rc;
+}
+
+int tk_dtype_to_f32_n(int dtype, float *dst, const void *src, size_t n)
+{
+    int rc = tk__bulk_check("tk_dtype_to_f32_n", dtype, dst, src, n);
+    if (!rc && n)
+        tk__row_to_f32(dtype, src, dst, (int64_t)n);
+    return rc;
+}
+
+float tk__round_to(int dtype, float x)
+{
+    switch (dtype) {
+    case TK_DTYPE_BF16: return tk__bf16_to(tk__bf16_from(x));
+    case TK_DTYPE_F16: return tk__f16_to(tk__f16_from(x));
+    case TK_DTYPE_F8E4M3FN: return tk__e4m3_to(tk__e4m3_from(x));
+    case TK_DTYPE_F8E5M2: return tk__e5m2_to(tk__e5m2_from(x));
+    default: return x;
+    }
+}
+
+/* Map sign-magnitude bits onto a line where adjacent values differ by one
+ * and +0 == -0, so distances across zero count through it. */
+static inline int64_t tk__ordered(uint32_t u, uint32_t sign)
+{
+    return (u & sign) ? -(int64_t)(u & ~sign) : (int64_t)u;
+}
+
+uint64_t tk_ulp_distance(int dtype, float a, float b)
+{
+    int64_t ia, ib;
+    if (a != a || b != b || !tk__is_float_dtype(dtype))
+        return UINT64_MAX;
+    /* Both are represented in dtype first; its encodings, read as
+     * sign-magnitude, are then adjacent for adjacent values. */
+    uint32_t sign = 0x80000000u, ua = tk__f32_bits(a), ub = tk__f32_bits(b);
+    switch (dtype) {
+    case TK_DTYPE_BF16: sign = 0x8000u; ua = tk__bf16_from(a); ub = tk__bf16_from(b); break;
+    case TK_DTYPE_F16: sign = 0x8000u; ua = tk__f16_from(a); ub = tk__f16_from(b); break;
+    case TK_DTYPE_F8E4M3FN: sign = 0x80u; ua = tk__e4m3_from(a); ub = tk__e4m3_from(b); break;
+    case TK_DTYPE_F8E5M2: sign = 0x80u; ua = tk__e5m2_from(a); ub = tk__e5m2_from(b); break;
+    default: break;
+    }
+    ia = tk__ordered(ua, sign);
+    ib = tk__ordered(ub, sign);
+    return ia > ib ? (uint64_t)(ia - ib) : (uint64_t)(ib - ia);
+}

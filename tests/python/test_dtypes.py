@@ -1,0 +1,161 @@
+"""float16, float8_e4m3fn and float8_e5m2 through every part of the library:
+Matrix, .npy in the forms numpy and ml_dtypes write, kernels (every tail and
+body kind), the pipeline, calls, compare and the audit, each against numpy
+and ml_dtypes computing the same contract."""
+import io
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tilekern as tk
+
+SMALL = [np.dtype(np.float16), np.dtype(ml_dtypes.float8_e4m3fn),
+         np.dtype(ml_dtypes.float8_e5m2)]
+BITS = {2: np.uint16, 1: np.uint8}
+
+
+def data(shape, dtype, seed, scale=1.0):
+    """Normal draws in dtype, with zeros, subnormals and the largest values
+    of the format mixed in (fp8 e4m3fn overflows to NaN)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape, np.float32) * np.float32(scale))
+    fi = ml_dtypes.finfo(dtype)
+    flat = x.reshape(-1)
+    flat[::17] = np.float32(fi.smallest_subnormal)
+    flat[5::23] = np.float32(fi.max)
+    flat[7::29] = 0
+    with np.errstate(all="ignore"):
+        return x.astype(dtype)
+
+
+def same_bits(a, b):
+    return a.view(BITS[a.itemsize]).tolist() == b.view(BITS[b.itemsize]).tolist()
+
+
+def axpy_reference(alpha, x, y):
+    with np.errstate(all="ignore"):
+        return (np.float32(alpha) * x.astype(np.float32) + y.astype(np.float32)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_matrix_wraps_views_and_represents(dtype):
+    x = data((5, 7), dtype, 1)
+    with tk.Matrix.wrap(x) as m:
+        assert m.dtype == dtype.name
+        assert m.to_numpy().dtype == dtype
+        assert same_bits(m.to_numpy(), x)
+        assert m.to_f32().tolist() == x.astype(np.float32).tolist()
+        assert m.to_numpy(bits=True).dtype == BITS[dtype.itemsize]
+    bits = x.view(BITS[dtype.itemsize])
+    with pytest.raises(tk.DtypeError, match="bits only with the dtype named"):
+        tk.Matrix.wrap(bits)
+    with tk.Matrix.wrap(bits, dtype=dtype.name) as m:
+        assert m.to_f32().tolist() == x.astype(np.float32).tolist()
+    f = x.astype(np.float32)
+    with tk.Matrix.from_f32(f * np.float32(1.3), dtype.name) as m:
+        with np.errstate(all="ignore"):
+            assert same_bits(m.to_numpy(), (f * np.float32(1.3)).astype(dtype))
+    assert same_bits(tk.from_f32(f, dtype), x)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_npy_both_ways(dtype, tmp_path):
+    x = data((6, 9), dtype, 2)
+    np.save(tmp_path / "numpy.npy", x)   # the form ml_dtypes (or numpy) writes
+    with tk.Matrix.load_npy(tmp_path / "numpy.npy") as m:
+        assert m.dtype == dtype.name and same_bits(m.to_numpy(), x)
+        m.save_npy(tmp_path / "tk.npy")
+    # Byte for byte the file numpy writes, so whatever reads one reads both.
+    assert (tmp_path / "tk.npy").read_bytes() == (tmp_path / "numpy.npy").read_bytes()
+    if dtype == np.float16:
+        assert same_bits(np.load(tmp_path / "tk.npy"), x)
+
+
+def test_one_byte_void_is_read_as_e4m3fn(tmp_path):
+    # numpy reads an ml_dtypes float8_e4m3fn file back as '|V1'; saving that
+    # again writes '|V1', which loads as float8_e4m3fn too.
+    x = data((3, 4), np.dtype(ml_dtypes.float8_e4m3fn), 3)
+    buf = io.BytesIO()
+    np.save(buf, x)
+    buf.seek(0)
+    v = np.load(buf)
+    assert v.dtype.str == "|V1"
+    np.save(tmp_path / "v.npy", v)
+    with tk.Matrix.load_npy(tmp_path / "v.npy") as m:
+        assert m.dtype == "float8_e4m3fn" and same_bits(m.to_numpy(), x)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+@pytest.mark.parametrize("tail", ["mask", "pad", "shift_inwards"])
+@pytest.mark.parametrize("body", ["elementwise", "blockwise"])
+def test_axpy_and_custom_bodies_are_numpy_exactly(dtype, tail, body):
+    x, y = data((17, 257), dtype, 4), data((17, 257), dtype, 5)
+    want = axpy_reference(3.0, x, y)
+    with tk.Tiling(17, 257, 8, 128, tail=tail) as t:
+        if body == "elementwise":
+            with tk.Kernel.axpy(3.0) as k:
+                assert same_bits(k.run(t, [x, y]), want)
+
+        def fn(inputs, out):
+            np.add(np.float32(3) * inputs[0], inputs[1], out=out)
+        with tk.Kernel.custom(fn, 2, body=body) as k:
+            if body == "blockwise" and tail == "shift_inwards":
+                return
+            assert same_bits(k.run(t, [x, y]), want)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_pipeline_and_call_equal_the_kernel(dtype):
+    x, y = data((15, 255), dtype, 6), data((15, 255), dtype, 7)
+    want = axpy_reference(2.0, x, y)
+    k, d = tk.Kernel.axpy(2.0), tk.Device.simulated("TPU v5 lite")
+    for buffers in (2, 3):
+        p = tk.Pipeline(k, tk.Tiling(15, 255, 8, 128), d, input_buffers=buffers)
+        assert same_bits(p.run([x, y]), want)
+        assert p.stats["hazards"] == 0
+
+    def body(step, a, b, o):
+        o[...] = np.float32(2) * a + b
+    spec = tk.BlockSpec((15, 255), (8, 128), dtype=dtype.name)
+    c = tk.Call((2, 2), body, [spec, spec], [spec])
+    assert same_bits(c.run([x, y])[0], want)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_compare_counts_ulps_of_the_dtype_and_prints_its_bits(dtype):
+    x = data((4, 8), dtype, 8)
+    bits = x.view(BITS[dtype.itemsize]).copy()
+    finite = np.isfinite(x.astype(np.float32)) & (x.astype(np.float32) > 0)
+    r, c = map(int, np.argwhere(finite)[0])
+    bits[r, c] += 1
+    y = bits.view(dtype)
+    cmp = tk.Compare(dtype.name, atol=0, rtol=0)
+    assert not cmp.run(y, x)
+    assert cmp.results["mismatches"] == 1 and cmp.results["max_ulp_seen"] == 1
+    width = 2 * dtype.itemsize
+    assert f"(0x{int(bits[r, c]):0{width}x})" in cmp.format()
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_audit_passes_a_correct_kernel_and_names_early_rounding(dtype):
+    def correct(x, y):
+        return axpy_reference(3.0, x, y)
+
+    def early(x, y):
+        with np.errstate(all="ignore"):
+            t = (np.float32(3) * x.astype(np.float32)).astype(x.dtype)
+            return (t.astype(np.float32) + y.astype(np.float32)).astype(x.dtype)
+
+    shapes = [(8, 128), (9, 129)]
+    r = tk.audit(correct, tk.Kernel.axpy(3.0), shapes=shapes, dtypes=[dtype.name])
+    assert r.passed, r.summary()
+    for case in r.cases:
+        assert case.impl_max_abs == 0 and case.impl_mismatches == 0
+        assert case.gap_max_abs > 0          # storing in the dtype loses something
+        assert case.gap_max_abs >= max(case.gap_input_max_abs, case.gap_output_max_abs) / 2
+    atol, rtol = r.cases[0].gap_atol, r.cases[0].gap_rtol
+    assert (atol, rtol) == {"float16": (1e-5, 1e-3), "float8_e4m3fn": (2 ** -10, 2 ** -3),
+                            "float8_e5m2": (2 ** -17, 2 ** -2)}[dtype.name]
+    r = tk.audit(early, tk.Kernel.axpy(3.0), shapes=shapes, dtypes=[dtype.name])
+    assert not r.passed
+    assert {c.diagnosis for c in r.cases} == {"early-rounding"}
