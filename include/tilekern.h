@@ -180,6 +180,16 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
 
 #define TK_KERNEL_BODY 201      /* read-write: a TK_BODY_* value */
 #define TK_KERNEL_INPUTS 202    /* read-only: number of inputs */
+#define TK_KERNEL_ARITH 203     /* read-write, built-in bodies: TK_ARITH_* flags (0.4) */
+
+/* The arithmetic of the built-in bodies: multiply-add separately rounded or
+ * fused, subnormals (f32 operands and every f32 result) kept or flushed to
+ * a zero of their sign.  The default is numpy's; XLA on CPU and TPUs fuse
+ * and flush.  The cast to the output dtype follows the dtype in both. */
+#define TK_ARITH_NUMPY 0        /* separate rounding, subnormals kept */
+#define TK_ARITH_FMA 1          /* alpha * x + y fused: one rounding */
+#define TK_ARITH_FTZ 2          /* subnormal operands and results become 0 */
+#define TK_ARITH_XLA 3          /* TK_ARITH_FMA | TK_ARITH_FTZ */
 
 #define TK_BODY_ELEMENTWISE 1   /* may be called on any sub-rectangle */
 #define TK_BODY_BLOCKWISE 2     /* always sees one zero-padded block */
@@ -453,6 +463,9 @@ typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
 #define TK_SCHEDULE_EARLY_ROUND 2    /* intermediate rounded to the dtype */
 #define TK_SCHEDULE_TRUNCATE 3       /* truncation instead of RNE */
 #define TK_SCHEDULE_FLUSH_SUBNORMAL 4 /* subnormals flushed to zero */
+#define TK_SCHEDULE_FUSED_MULADD 5   /* multiply-add fused; the contract rounds twice (0.4) */
+#define TK_SCHEDULE_SEPARATE_MULADD 6 /* rounded twice; the contract fuses (0.4) */
+#define TK_SCHEDULE_KEEP_SUBNORMAL 7 /* subnormals kept; the contract flushes (0.4) */
 #define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
 
 /* Report formats. */

@@ -393,32 +393,75 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
 
 /* ---- rounding-schedule diagnosis --------------------------------------- */
 
-enum { TK__N_SCHEDULES = 4 };
+enum { TK__N_SCHEDULES = 7 };
 static const int tk__schedules[TK__N_SCHEDULES] = {
     TK_SCHEDULE_FINAL_CAST, TK_SCHEDULE_EARLY_ROUND, TK_SCHEDULE_TRUNCATE,
-    TK_SCHEDULE_FLUSH_SUBNORMAL};
+    TK_SCHEDULE_FLUSH_SUBNORMAL, TK_SCHEDULE_FUSED_MULADD, TK_SCHEDULE_SEPARATE_MULADD,
+    TK_SCHEDULE_KEEP_SUBNORMAL};
 
-static float tk__flush(float x)
+/* The arithmetic flags that a schedule toggles in the built-in axpy. */
+static int tk__toggle(int schedule)
 {
-    return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x;
+    switch (schedule) {
+    case TK_SCHEDULE_FLUSH_SUBNORMAL: case TK_SCHEDULE_KEEP_SUBNORMAL: return TK_ARITH_FTZ;
+    case TK_SCHEDULE_FUSED_MULADD: case TK_SCHEDULE_SEPARATE_MULADD: return TK_ARITH_FMA;
+    default: return 0;
+    }
 }
 
-/* Cast v to the stored dtype by the schedule's rule. */
+/* Whether a schedule is an alternative to this contract at all (rounding
+ * early to float32 is no different from the separately rounded axpy). */
+static bool tk__applies(const tk_kernel *k, int dtype, int schedule)
+{
+    int arith = k->axpy.arith;
+    switch (schedule) {
+    case TK_SCHEDULE_EARLY_ROUND: return k->is_axpy && dtype != TK_DTYPE_F32;
+    case TK_SCHEDULE_FLUSH_SUBNORMAL: return !(arith & TK_ARITH_FTZ);
+    case TK_SCHEDULE_KEEP_SUBNORMAL: return k->is_axpy && (arith & TK_ARITH_FTZ);
+    case TK_SCHEDULE_FUSED_MULADD: return k->is_axpy && !(arith & TK_ARITH_FMA);
+    case TK_SCHEDULE_SEPARATE_MULADD: return k->is_axpy && (arith & TK_ARITH_FMA);
+    default: return true;
+    }
+}
+
+/* Read and write one stored code of es bytes (1, 2 or 4). */
+static uint32_t tk__code(const void *p, size_t es, int64_t j)
+{
+    const unsigned char *b = (const unsigned char *)p + (size_t)j * es;
+    return es == 1 ? b[0] : es == 2 ? ((const uint16_t *)p)[j] : ((const uint32_t *)p)[j];
+}
+
+static void tk__set_code(void *p, size_t es, int64_t j, uint32_t c)
+{
+    if (es == 1)
+        ((unsigned char *)p)[j] = (unsigned char)c;
+    else if (es == 2)
+        ((uint16_t *)p)[j] = (uint16_t)c;
+    else
+        ((uint32_t *)p)[j] = c;
+}
+
+/* Cast v to the stored dtype: to nearest even, or for TK_SCHEDULE_TRUNCATE
+ * toward zero (the nearest code, one code nearer zero when it lies
+ * farther out than v; a NaN from e4m3fn's overflow becomes 448). */
 static void tk__cast(int dtype, int schedule, const float *v, void *dst, int64_t n)
 {
-    if (dtype == TK_DTYPE_F32) {
-        float *d = dst;
-        for (int64_t j = 0; j < n; j++)
-            d[j] = schedule == TK_SCHEDULE_FLUSH_SUBNORMAL ? tk__flush(v[j]) : v[j];
+    size_t es = (size_t)tk_dtype_size(dtype);
+    tk__row_from_f32(dtype, v, dst, n);
+    if (schedule != TK_SCHEDULE_TRUNCATE || dtype == TK_DTYPE_F32)
         return;
-    }
-    uint16_t *d = dst;
-    tk__row_from_f32(dtype, v, d, n);
+    uint32_t sign = 1u << (8 * es - 1);
     for (int64_t j = 0; j < n; j++) {
-        if (schedule == TK_SCHEDULE_TRUNCATE && !isnan(v[j]))
-            d[j] = (uint16_t)(tk__f32_bits(v[j]) >> 16);
-        else if (schedule == TK_SCHEDULE_FLUSH_SUBNORMAL && !(d[j] & 0x7F80u))
-            d[j] &= 0x8000u;
+        uint32_t c = tk__code(dst, es, j);
+        float back;
+        tk__row_to_f32(dtype, (const unsigned char *)dst + (size_t)j * es, &back, 1);
+        if (isnan(v[j]))
+            continue;
+        if (isnan(back))
+            c = (c & sign) | 0x7Eu;
+        else if (fabsf(back) > fabsf(v[j]))
+            c -= 1;   /* the magnitude one code down, the sign kept */
+        tk__set_code(dst, es, j, c);
     }
 }
 
@@ -439,19 +482,24 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
             m = tk__round_to(c->dtype, m);
             v[j] = m + p[1][j];
         }
-    } else if (schedule == TK_SCHEDULE_TRUNCATE) {
-        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, p, v);
-    } else {
+    } else if (k->is_axpy && tk__toggle(schedule)) {
+        int arith = k->axpy.arith ^ tk__toggle(schedule);
+        for (int64_t j = 0; j < ne; j++)
+            v[j] = tk__axpy_arith(k->axpy.alpha, p[0][j], p[1][j], arith);
+    } else if (schedule == TK_SCHEDULE_FLUSH_SUBNORMAL) {
+        /* A custom body: its operands and results flushed around it. */
         const float *fq[TK_KERNEL_MAX_INPUTS];
         for (int i = 0; i < k->n_inputs; i++) {
             float *qi = q + i * ne;
             for (int64_t j = 0; j < ne; j++)
-                qi[j] = tk__flush(p[i][j]);
+                qi[j] = tk__ftz(p[i][j]);
             fq[i] = qi;
         }
         if (!(rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, fq, v)))
             for (int64_t j = 0; j < ne; j++)
-                v[j] = tk__flush(v[j]);
+                v[j] = tk__ftz(v[j]);
+    } else {
+        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, p, v);
     }
     if (!rc)
         tk__cast(c->dtype, schedule, v, dst, ne);
@@ -472,8 +520,10 @@ static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
     float *v = buf + n * B, *q = v + B;
     void *st = q + n * B;
-    bool alive[TK__N_SCHEDULES] = {true, k->is_axpy && n == 2, true, true};
-    int left = alive[1] ? 4 : 3, rc = TK_OK;
+    bool alive[TK__N_SCHEDULES];
+    int left = 0, rc = TK_OK;
+    for (int s = 0; s < TK__N_SCHEDULES; s++)
+        left += alive[s] = tk__applies(k, c->dtype, tk__schedules[s]);
     for (int i = 0; i < n; i++)
         p[i] = buf + i * B;
     for (tk__span b = {0}; left && !rc && tk__next_span(c, &b);) {
@@ -630,6 +680,9 @@ const char *tk_audit_schedule_name(int schedule)
     case TK_SCHEDULE_EARLY_ROUND: return "early-rounding";
     case TK_SCHEDULE_TRUNCATE: return "truncation";
     case TK_SCHEDULE_FLUSH_SUBNORMAL: return "subnormal-flush";
+    case TK_SCHEDULE_FUSED_MULADD: return "fused-multiply-add";
+    case TK_SCHEDULE_SEPARATE_MULADD: return "separate-multiply-add";
+    case TK_SCHEDULE_KEEP_SUBNORMAL: return "subnormals-kept";
     default: return NULL;
     }
 }

@@ -5,6 +5,7 @@
 #define TK_BUILDING_LIBRARY 1
 #include "tilekern.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -214,7 +215,36 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 struct tk__axpy {
     float alpha;
     bool stream;        /* whole output lines may bypass the cache */
+    int arith;          /* TK_ARITH_* flags */
 };
+
+/* x, or a zero of its sign when x is subnormal: TK_ARITH_FTZ's rule. */
+static inline float tk__ftz(float x)
+{
+    uint32_t u = tk__f32_bits(x);
+    return tk__f32_value(tk__sel((u & 0x7F800000u) == 0, u & 0x80000000u, u));
+}
+
+/* One axpy element under the arithmetic flags; with both 0 it is the
+ * contract's f32(f32(a * x) + y).  Every operand and every rounded result
+ * is flushed under TK_ARITH_FTZ. */
+static inline float tk__axpy_arith(float a, float x, float y, int arith)
+{
+    bool ftz = arith & TK_ARITH_FTZ;
+    if (ftz) {
+        a = tk__ftz(a);
+        x = tk__ftz(x);
+        y = tk__ftz(y);
+    }
+    float r;
+    if (arith & TK_ARITH_FMA) {
+        r = fmaf(a, x, y);
+    } else {
+        float m = a * x;
+        r = (ftz ? tk__ftz(m) : m) + y;
+    }
+    return ftz ? tk__ftz(r) : r;
+}
 
 struct tk_kernel {
     int n_inputs;

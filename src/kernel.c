@@ -51,7 +51,8 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     struct tk__kernel_box *b = malloc(sizeof *b);
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
-    b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy, {alpha, false}};
+    b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
+                       {alpha, false, TK_ARITH_NUMPY}};
     if (is_axpy)
         b->k.user = &b->k.axpy;
     atomic_flag_clear(&b->undo_busy);
@@ -95,13 +96,21 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
 {
     if (!k)
         return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
-    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS)
+    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH)
         return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
-    /* TK_KERNEL_BODY is the only writable one; TK_KERNEL_INPUTS fails as read-only. */
+    /* TK_KERNEL_INPUTS fails here as read-only. */
     int rc = tk__param_check("tk_kernel", param, value);
     if (rc)
         return rc;
-    k->body_kind = (int)value;
+    if (param == TK_KERNEL_BODY) {
+        k->body_kind = (int)value;
+        return TK_OK;
+    }
+    if (!k->is_axpy && value != TK_ARITH_NUMPY)
+        return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ARITH %lld is for the built-in "
+                        "bodies; a custom body's arithmetic is its own code",
+                        (long long)value);
+    k->axpy.arith = (int)value;
     return TK_OK;
 }
 
@@ -112,6 +121,7 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     switch (param) {
     case TK_KERNEL_BODY: *value = k->body_kind; return TK_OK;
     case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
+    case TK_KERNEL_ARITH: *value = k->axpy.arith; return TK_OK;
     default:
         return tk__fail(TK_EINVAL, "tk_kernel_get: unknown parameter %d", param);
     }
@@ -145,10 +155,10 @@ static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int
         o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
 }
 
-/* f16 and fp8 through f32 chunks: each chunk of x and y is promoted
- * before any of its results is stored, so o may be x or y. */
+/* Any dtype under any arithmetic, through f32 chunks: each chunk of x and
+ * y is promoted before any of its results is stored, so o may be x or y. */
 static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64_t n,
-                         float a)
+                         float a, int arith)
 {
     enum { CHUNK = 256 };
     float fx[CHUNK], fy[CHUNK];
@@ -157,7 +167,11 @@ static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         tk__row_to_f32(dtype, (const char *)x + (size_t)i * es, fx, m);
         tk__row_to_f32(dtype, (const char *)y + (size_t)i * es, fy, m);
-        tk__axpy_f32(fx, fx, fy, m, a);
+        if (arith)
+            for (int64_t j = 0; j < m; j++)
+                fx[j] = tk__axpy_arith(a, fx[j], fy[j], arith);
+        else
+            tk__axpy_f32(fx, fx, fy, m, a);
         tk__row_from_f32(dtype, fx, (char *)o + (size_t)i * es, m);
     }
 }
@@ -288,6 +302,12 @@ TK_HOT static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t 
 {
     const struct tk__axpy *p = user;
     const float a = p->alpha, *x = in[0], *y = in[1];
+    if (p->arith) {   /* not the contract's default: no fast paths */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                out[r * ld + c] = tk__axpy_arith(a, x[r * ld + c], y[r * ld + c], p->arith);
+        return 0;
+    }
     bool wide = cols >= 2 * TK__LINE, stream = p->stream && wide;
     bool grouped = ld > cols && wide && rows * cols * 3 * (int64_t)sizeof(float) > TK__TOUCH;
     int64_t r = 0;
@@ -538,12 +558,13 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g)
     for (int64_t i = 0; i < g.h; i++) {
         void *o = tk__out_at(e, g.r + i, g.c);
         const void *x = tk__in_at(e, 0, g.r + i, g.c), *y = tk__in_at(e, 1, g.r + i, g.c);
-        if (e->dtype == TK_DTYPE_F32)
-            tk__axpy_f32(o, x, y, g.w, e->k->axpy.alpha);
-        else if (e->dtype == TK_DTYPE_BF16)
-            tk__axpy_bf16(o, x, y, g.w, e->k->axpy.alpha);
+        const struct tk__axpy *p = &e->k->axpy;
+        if (e->dtype == TK_DTYPE_F32 && !p->arith)
+            tk__axpy_f32(o, x, y, g.w, p->alpha);
+        else if (e->dtype == TK_DTYPE_BF16 && !p->arith)
+            tk__axpy_bf16(o, x, y, g.w, p->alpha);
         else
-            tk__axpy_any(e->dtype, o, x, y, g.w, e->k->axpy.alpha);
+            tk__axpy_any(e->dtype, o, x, y, g.w, p->alpha, p->arith);
     }
 }
 

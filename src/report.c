@@ -147,9 +147,16 @@ static double tk__res(const tk_audit *a, int64_t i, int metric)
 
 static void tk__contract_text(const tk_audit *a, tk__sb *b)
 {
-    if (a->k->is_axpy)
-        tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))",
-                   tk__n(a->k->axpy.alpha).s);
+    static const char *const arith[4] = {
+        "", ", multiply-add fused", ", subnormals flushed",
+        ", multiply-add fused, subnormals flushed (XLA)"};
+    int f = a->k->axpy.arith;
+    if (a->k->is_axpy && f & TK_ARITH_FMA)
+        tk__sb_add(b, "axpy, out = cast(f32(%s * x + y))%s", tk__n(a->k->axpy.alpha).s,
+                   arith[f]);
+    else if (a->k->is_axpy)
+        tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))%s", tk__n(a->k->axpy.alpha).s,
+                   arith[f]);
     else
         tk__sb_add(b, "custom elementwise body, out = cast(body(%d inputs))",
                    a->k->n_inputs);
@@ -278,8 +285,10 @@ static void tk__json(const tk_audit *a, tk__sb *b)
                "  \"contract\": {\"kind\": \"%s\", \"inputs\": %d, ", TK__SCHEMA,
                tk_version_string(), a->k->is_axpy ? "axpy" : "custom",
                a->k->n_inputs);
+    static const char *const arith[4] = {"numpy", "fma", "ftz", "xla"};
     if (a->k->is_axpy)
-        tk__sb_add(b, "\"alpha\": %s, ", tk__jn(a->k->axpy.alpha).s);
+        tk__sb_add(b, "\"alpha\": %s, \"arith\": \"%s\", ", tk__jn(a->k->axpy.alpha).s,
+                   arith[a->k->axpy.arith]);
     tk__sb_add(b, "\"body\": \"elementwise\", \"text\": \"");
     tk__contract_text(a, b);
     tk__sb_add(b, "\"},\n  \"implementation_reference\": \"represented-input oracle\",\n"

@@ -25,7 +25,7 @@ from .bench import Bench, BenchResult, amdahl, benchmark, median, percentile
 from .compare import Compare
 from .device import Device
 from .errors import *  # noqa: F401,F403 - the exception classes
-from .kernel import Kernel
+from .kernel import ARITH, Kernel
 from .matrix import DTYPES, Matrix, bf16_from_f32, bf16_to_f32, from_f32, to_f32, ulp_distance
 from .pipeline import Hazard, Pipeline
 from .tiling import Tiling
@@ -40,7 +40,7 @@ def version() -> str:
 
 __all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "BlockSpec", "Call",
            "CaseResult", "Compare", "Step",
-           "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
+           "ARITH", "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
            "Tiling", "amdahl", "audit", "benchmark", "bf16_from_f32", "bf16_to_f32",
            "from_f32", "to_f32", "median", "percentile", "rounding_counterexample", "ulp_distance",
            "version"] + errors.__all__

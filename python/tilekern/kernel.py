@@ -10,9 +10,14 @@ from ._ffi import lib
 from .matrix import Matrix, as_matrix, numpy_dtype
 from .tiling import Tiling
 
-__all__ = ["Kernel", "BODIES", "f32_view"]
+__all__ = ["Kernel", "ARITH", "BODIES", "f32_view"]
 
 BODIES = {"elementwise": _ffi.TK_BODY_ELEMENTWISE, "blockwise": _ffi.TK_BODY_BLOCKWISE}
+# The built-in bodies' arithmetic: "numpy" rounds alpha * x and the sum
+# separately and keeps subnormals; "xla" fuses and flushes, as XLA on CPU
+# (Pallas interpret mode) and TPUs do; "fma" and "ftz" each alone.
+ARITH = {"numpy": _ffi.TK_ARITH_NUMPY, "fma": _ffi.TK_ARITH_FMA, "ftz": _ffi.TK_ARITH_FTZ,
+         "xla": _ffi.TK_ARITH_XLA}
 
 _F32 = np.dtype(np.float32)
 
@@ -64,9 +69,12 @@ class Kernel(_ffi.Handle):
         self._body_fn = body_fn  # the ctypes callback must outlive the kernel
 
     @classmethod
-    def axpy(cls, alpha: float) -> "Kernel":
-        """alpha * x + y, separately rounded in f32, cast once."""
-        return cls(_ffi.new_handle(lib.tk_kernel_axpy, alpha))
+    def axpy(cls, alpha: float, arith: str = "numpy") -> "Kernel":
+        """alpha * x + y in f32 under arith (see ARITH; by default separately
+        rounded, subnormals kept), cast once."""
+        k = cls(_ffi.new_handle(lib.tk_kernel_axpy, alpha))
+        k.arith = arith
+        return k
 
     @classmethod
     def custom(cls, fn: Callable[[Sequence[np.ndarray], np.ndarray], None],
@@ -84,6 +92,8 @@ class Kernel(_ffi.Handle):
         return k
 
     body = _ffi.param("kernel", _ffi.TK_KERNEL_BODY, "the body kind", BODIES)
+    arith = _ffi.param("kernel", _ffi.TK_KERNEL_ARITH,
+                       "the built-in body's arithmetic (see ARITH)", ARITH)
     n_inputs = _ffi.param("kernel", _ffi.TK_KERNEL_INPUTS, "number of inputs",
                           readonly=True)
 

@@ -10,7 +10,11 @@ models the same mistake must both be reported.  Then pallas_call grids
 (pallas_calls.py: matmul, row sum, bias add, transpose, axpy) against
 tilekern.Call on small integers (every sum exact), with the copies each
 skips, a non-consecutive output revisit and a body that never initializes
-its output, which both sides must catch.  Pallas interpret costs about
+its output, which both sides must catch.  Last, special values
+(subnormals, near-overflow sums, alpha 3) through a Pallas axpy written
+as users write it, which XLA fuses into a multiply-add, flushing
+subnormals: tilekern with arith="xla" must match it, and its default
+(numpy's) must not, or the case would not tell the two apart.  Pallas interpret costs about
 5 ms per block copy, so the case list is sized to run in minutes.
 
 Output: one `crosscheck: ... : equal` (or `DIFFERENT: ...`) line per case,
@@ -307,6 +311,51 @@ def grids():
     report("uninitialized 37x300 float32 block 16x128 buffers 2", "; ".join(diffs) or None)
 
 
+def special_data(kind, shape, dtype, seed):
+    """x, y and alpha where XLA's arithmetic and numpy's disagree."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape, np.float32)
+    y = rng.standard_normal(shape, np.float32)
+    alpha = 2.0
+    if kind == "subnormal":   # subnormal inputs, and products and sums that are
+        x[:, ::3] = np.ldexp(x[:, ::3], -130)
+        y[:, ::4] = np.ldexp(y[:, ::4], -128)
+        y[:, 1::5] = -np.float32(2) * x[:, 1::5] * np.float32(1 + 2 ** -20)
+    elif kind == "overflow":  # 2x overflows unless fused with y = -x
+        x = np.float32(3.0e38) + np.minimum(np.abs(x), 3) * np.float32(1e37)
+        x[::2] *= -1
+        y = -x
+    else:                     # alpha 3: fusing changes one rounding in four
+        alpha = 3.0
+    return x.astype(dtype), y.astype(dtype), alpha
+
+
+def special_values():
+    """Pallas's arithmetic (XLA on the CPU) on values where it matters."""
+    cases = [("subnormal", "float32"), ("subnormal", "bfloat16"), ("overflow", "float32"),
+             ("overflow", "bfloat16"), ("alpha3", "float32")]
+    shape, block = (16, 512), (8, 128)
+    device = tk.Device.simulated("TPU v5 lite")
+    for i, (kind, dtype) in enumerate(cases):
+        x, y, alpha = special_data(kind, shape, DTYPES[dtype], 40 + i)
+        name = (f"axpy_xla_{kind} {shape[0]}x{shape[1]} {dtype} block {block[0]}x{block[1]} "
+                f"buffers 2")
+        want, _ = pk.blocked_axpy(x, y, alpha, block, fused=True)
+        piped, _, _ = pk.pipelined_axpy(x, y, alpha, block, 2, fused=True)
+        diffs = []
+        with tk.Tiling(*shape, *block) as t, tk.Kernel.axpy(alpha, arith="xla") as k, \
+                tk.Kernel.axpy(alpha) as numpy_k, tk.Pipeline(k, t, device) as p:
+            for what, got, ref in (("tk_kernel_run", k.run(t, [x, y]), want),
+                                   ("tk_pipeline_run", p.run([x, y]), piped)):
+                d = first_difference(got, ref)
+                if d:
+                    diffs.append(f"{what} with arith xla: {d}")
+            if first_difference(numpy_k.run(t, [x, y]), want) is None:
+                diffs.append("the default arithmetic matches Pallas too: the case tells "
+                             "nothing apart")
+        report(name, "; ".join(diffs) or None)
+
+
 def main():
     print(f"crosscheck: jax {pk.jax_version()}, Pallas TPU interpret mode on the CPU "
           f"against libtilekern {tk.version()}", flush=True)
@@ -331,6 +380,7 @@ def main():
                           f"{BUDGET_S} s budget are gone)", flush=True)
     hazards(kernel, device)
     grids()
+    special_values()
     print(f"crosscheck: {counts['equal']} equal, {counts['different']} different, "
           f"{counts['skipped']} skipped")
     return 1 if counts["different"] else 0

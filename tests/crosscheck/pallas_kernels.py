@@ -58,13 +58,16 @@ def _pad(x, y, block):
     return np.pad(x, widths), np.pad(y, widths), grid, extra
 
 
-def _axpy_body(alpha):
+def _axpy_body(alpha, fused):
     def body(x_ref, y_ref, o_ref, p_ref):
-        # XLA on CPU would fuse alpha*x + y into one FMA.  Storing the product
-        # in a float32 VMEM scratch (to the interpreter, a memory callback
-        # that XLA cannot see through) keeps the multiply rounded on its own.
-        p_ref[...] = alpha * x_ref[...].astype(jnp.float32)
-        total = p_ref[...] + y_ref[...].astype(jnp.float32)
+        if fused:  # as a Pallas user writes it: XLA on CPU fuses it into an FMA
+            total = alpha * x_ref[...].astype(jnp.float32) + y_ref[...].astype(jnp.float32)
+        else:
+            # Storing the product in a float32 VMEM scratch (to the
+            # interpreter, a memory callback that XLA cannot see through)
+            # keeps the multiply rounded on its own, as the seed's contract.
+            p_ref[...] = alpha * x_ref[...].astype(jnp.float32)
+            total = p_ref[...] + y_ref[...].astype(jnp.float32)
         o_ref[...] = total.astype(o_ref.dtype)
     return body
 
@@ -93,34 +96,35 @@ def _run(call, *args):
 # with the same padded shape, dtype, block and alpha reuses the executable.
 
 @functools.lru_cache(maxsize=None)
-def _blocked(shape, dtype, block, grid, alpha):
+def _blocked(shape, dtype, block, grid, alpha, fused):
     spec = pl.BlockSpec(block, lambda i, j: (i, j))
     return jax.jit(pl.pallas_call(
-        _axpy_body(alpha),
+        _axpy_body(alpha, fused),
         out_shape=jax.ShapeDtypeStruct(shape, dtype),
         grid=grid, in_specs=(spec, spec), out_specs=spec,
         scratch_shapes=[pltpu.VMEM(block, jnp.float32)],
         interpret=_TPU_INTERPRET))
 
 
-def blocked_axpy(x, y, alpha, block):
-    """alpha*x + y, computed one block at a time over a grid of blocks.
+def blocked_axpy(x, y, alpha, block, fused=False):
+    """alpha*x + y, computed one block at a time over a grid of blocks, with
+    the product rounded on its own, or with fused=True as XLA fuses it.
 
     Returns ``(out, padded_extra)``.  ``out`` has the shape and dtype of x,
     and ``padded_extra`` is the number of zeros that padding added.
     """
     px, py, grid, extra = _pad(x, y, block)
-    call = _blocked(px.shape, px.dtype, tuple(block), grid, float(alpha))
+    call = _blocked(px.shape, px.dtype, tuple(block), grid, float(alpha), bool(fused))
     out, _ = _run(call, px, py)
     return out[:x.shape[0], :x.shape[1]], extra
 
 
 @functools.lru_cache(maxsize=None)
-def _pipelined(shape, dtype, block, grid, alpha, buffers, no_pipelining):
+def _pipelined(shape, dtype, block, grid, alpha, buffers, no_pipelining, fused):
     index = lambda i, j: (i, j)
     in_spec = pl.BlockSpec(block, index, pipeline_mode=pl.Buffered(buffers))
     out_spec = pl.BlockSpec(block, index, pipeline_mode=pl.Buffered(2))
-    body = _axpy_body(alpha)
+    body = _axpy_body(alpha, fused)
 
     def kernel(x_hbm, y_hbm, o_hbm, p_ref):
         # The pipeline has to be built inside the kernel.  Built outside, it
@@ -140,7 +144,7 @@ def _pipelined(shape, dtype, block, grid, alpha, buffers, no_pipelining):
         interpret=_RACE_CHECK))
 
 
-def pipelined_axpy(x, y, alpha, block, buffers, no_pipelining=False):
+def pipelined_axpy(x, y, alpha, block, buffers, no_pipelining=False, fused=False):
     """alpha*x + y through ``pltpu.emit_pipeline``, with ``buffers`` input slots.
 
     Runs on an abstract "TPU v5 lite" with the race detector on.  Input specs
@@ -153,14 +157,14 @@ def pipelined_axpy(x, y, alpha, block, buffers, no_pipelining=False):
     if block[0] % _LAYOUT_TILE[0] or block[1] % _LAYOUT_TILE[1]:
         raise ValueError(f"block {tuple(block)} is not a multiple of (8, 128)")
     call = _pipelined(px.shape, px.dtype, tuple(block), grid, float(alpha),
-                      int(buffers), bool(no_pipelining))
+                      int(buffers), bool(no_pipelining), bool(fused))
     out, races = _run(call, px, py)
     return out[:x.shape[0], :x.shape[1]], extra, races
 
 
 @functools.lru_cache(maxsize=None)
 def _racy(shape, dtype, block, grid, alpha):
-    body = _axpy_body(alpha)
+    body = _axpy_body(alpha, fused)
 
     def kernel(x_hbm, y_hbm, o_ref, xs, ys, sems, p_ref):
         i, j = pl.program_id(0), pl.program_id(1)

@@ -159,3 +159,36 @@ def test_audit_passes_a_correct_kernel_and_names_early_rounding(dtype):
     r = tk.audit(early, tk.Kernel.axpy(3.0), shapes=shapes, dtypes=[dtype.name])
     assert not r.passed
     assert {c.diagnosis for c in r.cases} == {"early-rounding"}
+
+
+def test_arith_xla_fuses_and_flushes_like_pallas_measured():
+    # The cases measured in Pallas's TPU interpret mode (XLA on CPU).
+    def run(alpha, x, y, dtype, arith):
+        bits = np.uint16 if dtype == "bfloat16" else np.uint32
+        xs = np.array([[x]], bits).view(ml_dtypes.bfloat16 if bits is np.uint16 else np.float32)
+        ys = np.array([[y]], bits).view(xs.dtype)
+        with tk.Tiling(1, 1, 8, 128) as t, tk.Kernel.axpy(alpha, arith=arith) as k:
+            return int(k.run(t, [xs, ys]).view(bits)[0, 0])
+    assert run(2.0, 0x00000001, 0, "float32", "numpy") == 0x2
+    assert run(2.0, 0x00000001, 0, "float32", "xla") == 0x0
+    assert run(2.0, 0x000b, 0x8000, "bfloat16", "xla") == 0x0
+    assert run(2.0, 0x7f7fc99e, 0xff7fc99e, "float32", "xla") == 0x7f7fc99e
+    assert run(3.0, 0xbf4d4b61, 0x3f86cc7f, "float32", "numpy") == 0xbfad2493
+    assert run(3.0, 0xbf4d4b61, 0x3f86cc7f, "float32", "xla") == 0xbfad2492
+    k = tk.Kernel.axpy(1.0)
+    assert k.arith == "numpy"
+    k.arith = "fma"
+    assert k.arith == "fma"
+    with pytest.raises(tk.InvalidArgumentError, match="'fused' is not one of"):
+        k.arith = "fused"
+    with pytest.raises(tk.InvalidArgumentError, match="its own code"):
+        tk.Kernel.custom(lambda i, o: None, 2).arith = "xla"
+
+
+def test_audit_names_a_candidate_that_fuses():
+    def fused(x, y):   # alpha * x + y with one rounding, as XLA computes it
+        return (np.float64(3) * x.astype(np.float64) + y.astype(np.float64)).astype(np.float32)
+    r = tk.audit(fused, tk.Kernel.axpy(3.0), shapes=[(8, 128)], dtypes=["float32"])
+    assert not r.passed and r.cases[0].diagnosis == "fused-multiply-add"
+    assert tk.audit(fused, tk.Kernel.axpy(3.0, arith="fma"), shapes=[(8, 128)],
+                    dtypes=["float32"]).passed
