@@ -191,6 +191,14 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
 #define TK_ARITH_FTZ 2          /* subnormal operands and results become 0 */
 #define TK_ARITH_XLA 3          /* TK_ARITH_FMA | TK_ARITH_FTZ */
 
+/* Reduction contracts (since 0.4): out = cast(x @ y) of an M x K and a
+ * K x N input, or the row sums out[i][0] = cast(sum_k x[i][k]) of an M x K
+ * input, accumulated in TK_KERNEL_ACCUM (float32 by default) in any order.
+ * The audit checks a candidate against a float64 oracle under a rigorous
+ * error bound (see tk_audit.3); tk_kernel_run and the pipeline refuse them,
+ * since their kernels are tk_calls. */
+#define TK_KERNEL_ACCUM 204     /* reductions: TK_DTYPE_F32, _BF16 or _F16 */
+
 #define TK_BODY_ELEMENTWISE 1   /* may be called on any sub-rectangle */
 #define TK_BODY_BLOCKWISE 2     /* always sees one zero-padded block */
 
@@ -199,6 +207,8 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
 TK_API int tk_kernel_axpy(tk_kernel **out, float alpha);
 TK_API int tk_kernel_custom(tk_kernel **out, int n_inputs, tk_body_fn body,
                             void *user);
+TK_API int tk_kernel_matmul(tk_kernel **out);
+TK_API int tk_kernel_row_sum(tk_kernel **out);
 TK_API void tk_kernel_destroy(tk_kernel *k);
 TK_API int tk_kernel_set(tk_kernel *k, int param, int64_t value);
 TK_API int tk_kernel_get(const tk_kernel *k, int param, int64_t *value);
@@ -456,6 +466,13 @@ typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
 #define TK_AUDIT_COLS 715
 #define TK_AUDIT_DTYPE 716
 #define TK_AUDIT_GAP_MISMATCHES 717
+/* Reduction cases only (since 0.4); an exact contract has no bound. */
+#define TK_AUDIT_BOUND_RATIO 718     /* max |candidate - oracle| / bound */
+#define TK_AUDIT_BOUND 719           /* the bound where the ratio is largest */
+#define TK_AUDIT_BOUND_ROW 720
+#define TK_AUDIT_BOUND_COL 721
+#define TK_AUDIT_DEPTH 722           /* K; 0 for an elementwise case */
+#define TK_AUDIT_OUT_DTYPE 723       /* the output's dtype */
 
 /* Rounding schedules named by the diagnosis. */
 #define TK_SCHEDULE_UNKNOWN 0        /* no candidate schedule matches */
@@ -466,6 +483,12 @@ typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
 #define TK_SCHEDULE_FUSED_MULADD 5   /* multiply-add fused; the contract rounds twice (0.4) */
 #define TK_SCHEDULE_SEPARATE_MULADD 6 /* rounded twice; the contract fuses (0.4) */
 #define TK_SCHEDULE_KEEP_SUBNORMAL 7 /* subnormals kept; the contract flushes (0.4) */
+/* Reductions (0.4): which alternative explains the candidate within its bound. */
+#define TK_SCHEDULE_PRODUCTS_ROUNDED 8 /* products rounded to the storage dtype */
+#define TK_SCHEDULE_K_TAIL 9         /* the last partial block of K left out */
+#define TK_SCHEDULE_BF16_ACCUM 10    /* accumulated in bfloat16 */
+#define TK_SCHEDULE_F16_ACCUM 11     /* accumulated in float16 */
+#define TK_SCHEDULE_NO_INIT 12       /* output read before it was written */
 #define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
 
 /* Report formats. */
@@ -481,6 +504,12 @@ TK_API int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol,
                                       double rtol);
 TK_API int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows,
                              int64_t cols, const float *const *originals);
+/* A case of a reduction contract: originals x (m x k) and, for a matmul,
+ * y (k x n; a row sum has n = 1), inputs in dtype, output in out_dtype
+ * (since 0.4). */
+TK_API int tk_audit_add_reduction_case(tk_audit *a, int dtype, int out_dtype, int64_t m,
+                                       int64_t k, int64_t n,
+                                       const float *const *originals);
 TK_API int tk_audit_run(tk_audit *a);
 TK_API int64_t tk_audit_case_count(const tk_audit *a);
 TK_API int tk_audit_result(const tk_audit *a, int64_t case_index, int metric,

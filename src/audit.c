@@ -133,6 +133,20 @@ int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
     return TK_OK;
 }
 
+/* Room for one more case. */
+static int tk__grow(tk_audit *a, const char *fn)
+{
+    if (a->n_cases < a->cap)
+        return TK_OK;
+    int64_t cap = a->cap ? 2 * a->cap : 8;
+    tk__case *grown = realloc(a->cases, (size_t)cap * sizeof *grown);
+    if (!grown)
+        return tk__fail(TK_ENOMEM, "%s: out of memory for %lld cases", fn, (long long)cap);
+    a->cases = grown;
+    a->cap = cap;
+    return TK_OK;
+}
+
 int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
                       const float *const *originals)
 {
@@ -141,6 +155,9 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
                         !a ? "handle" : "originals");
     if (a->running)
         return tk__not_running("tk_audit_add_case", a);
+    if (a->k->reduce)
+        return tk__fail(TK_EINVAL, "tk_audit_add_case: the contract is a reduction; add "
+                        "its cases with tk_audit_add_reduction_case");
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES "; kernels reject integer data", dtype,
@@ -159,24 +176,69 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_case: %lldx%lld overflows",
                         (long long)rows, (long long)cols);
     int rc = tk__bytes(plane, n, sizeof(float), &bytes);
-    if (rc)
+    if (rc || (rc = tk__grow(a, "tk_audit_add_case")))
         return rc;
-    if (a->n_cases == a->cap) {
-        int64_t cap = a->cap ? 2 * a->cap : 8;
-        tk__case *grown = realloc(a->cases, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return tk__fail(TK_ENOMEM, "tk_audit_add_case: out of memory for %lld "
-                            "cases", (long long)cap);
-        a->cases = grown;
-        a->cap = cap;
-    }
     float *copy = malloc(bytes);
     if (!copy)
         return tk__fail(TK_ENOMEM, "tk_audit_add_case: out of memory for %zu bytes",
                         bytes);
     for (int i = 0; i < n; i++)
         memcpy(copy + i * plane, originals[i], (size_t)plane * sizeof(float));
-    a->cases[a->n_cases++] = (tk__case){dtype, rows, cols, copy};
+    a->cases[a->n_cases++] = (tk__case){dtype, dtype, rows, cols, 0, copy};
+    tk__invalidate(a);
+    return TK_OK;
+}
+
+int tk_audit_add_reduction_case(tk_audit *a, int dtype, int out_dtype, int64_t m,
+                                int64_t k, int64_t n, const float *const *originals)
+{
+    const char *fn = "tk_audit_add_reduction_case";
+    if (!a || !originals)
+        return tk__fail(TK_EINVAL, "%s: %s is NULL", fn, !a ? "handle" : "originals");
+    if (a->running)
+        return tk__not_running(fn, a);
+    int reduce = a->k->reduce, acc = a->k->accum;
+    if (!reduce)
+        return tk__fail(TK_EINVAL, "%s: the contract is elementwise; add its cases with "
+                        "tk_audit_add_case", fn);
+    for (int i = 0; i < 2; i++) {
+        int d = i ? out_dtype : dtype;
+        if (!tk__is_float_dtype(d))
+            return tk__fail(TK_EDTYPE, "%s: %s dtype %d (%s) is not " TK__FLOAT_DTYPES, fn,
+                            i ? "output" : "input", d,
+                            tk_dtype_name(d) ? tk_dtype_name(d) : "unknown");
+    }
+    if (!tk__dtype_holds(acc, dtype))
+        return tk__fail(TK_EDTYPE, "%s: the contract accumulates in %s, which cannot hold "
+                        "every %s input: mismatched accumulation", fn, tk_dtype_name(acc),
+                        tk_dtype_name(dtype));
+    if (m < 1 || k < 1 || n < 1)
+        return tk__fail(TK_ESHAPE, "%s: m, k and n must be positive: got %lld, %lld, %lld",
+                        fn, (long long)m, (long long)k, (long long)n);
+    if (reduce == TK__REDUCE_ROW_SUM && n != 1)
+        return tk__fail(TK_ESHAPE, "%s: a row sum has one output column: n is %lld, not 1",
+                        fn, (long long)n);
+    for (int i = 0; i < a->k->n_inputs; i++)
+        if (!originals[i])
+            return tk__fail(TK_EINVAL, "%s: originals[%d] is NULL (the contract has %d "
+                            "inputs)", fn, i, a->k->n_inputs);
+    int64_t mk, kn, total;
+    size_t bytes;
+    if (!tk__mul(m, k, &mk) || !tk__mul(k, n, &kn) || !tk__mul(m, n, &total) ||
+        (reduce == TK__REDUCE_MATMUL && mk > INT64_MAX - kn))
+        return tk__fail(TK_EOVERFLOW, "%s: %lld x %lld x %lld overflows", fn, (long long)m,
+                        (long long)k, (long long)n);
+    total = mk + (reduce == TK__REDUCE_MATMUL ? kn : 0);
+    int rc = tk__bytes(total, 1, sizeof(float), &bytes);
+    if (rc || (rc = tk__grow(a, fn)))
+        return rc;
+    float *copy = malloc(bytes);
+    if (!copy)
+        return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes", fn, bytes);
+    memcpy(copy, originals[0], (size_t)mk * sizeof(float));
+    if (reduce == TK__REDUCE_MATMUL)
+        memcpy(copy + mk, originals[1], (size_t)kn * sizeof(float));
+    a->cases[a->n_cases++] = (tk__case){dtype, out_dtype, m, n, k, copy};
     tk__invalidate(a);
     return TK_OK;
 }
@@ -556,6 +618,8 @@ static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *
  * for bit; diagnose a failure. */
 static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
 {
+    if (a->k->reduce)
+        return tk__audit_reduction(a, index, res);
     const tk__case *c = &a->cases[index];
     tk_matrix *m[TK_KERNEL_MAX_INPUTS + 1];
     int n = a->k->n_inputs;
@@ -597,7 +661,7 @@ static int tk__audit_run(tk_audit *a)
             free(res);
             return rc;
         }
-        if (res[i].impl.mismatches && failed++ == 0)
+        if (!tk__case_passed(&res[i]) && failed++ == 0)
             first = i;
     }
     tk__invalidate(a);
@@ -605,6 +669,15 @@ static int tk__audit_run(tk_audit *a)
     if (!failed)
         return TK_OK;
     const tk__case *c = &a->cases[first];
+    if (res[first].bounded)
+        return tk__fail(TK_EMISMATCH, "tk_audit_run: %lld of %lld cases exceed their error "
+                        "bound; first is case %lld (%lldx%lldx%lld %s), error %.3g times "
+                        "the bound at (%lld, %lld), diagnosis %s", (long long)failed,
+                        (long long)a->n_cases, (long long)first, (long long)c->rows,
+                        (long long)c->depth, (long long)c->cols, tk_dtype_name(c->dtype),
+                        res[first].ratio, (long long)res[first].ratio_row,
+                        (long long)res[first].ratio_col,
+                        tk_audit_schedule_name(res[first].diagnosis));
     return tk__fail(TK_EMISMATCH, "tk_audit_run: %lld of %lld cases differ from the "
                     "represented-input oracle; first is case %lld (%lldx%lld %s) with "
                     "%lld mismatches, schedule %s", (long long)failed,
@@ -637,11 +710,17 @@ int tk_audit_result(const tk_audit *a, int64_t case_index, int metric, double *v
     if (case_index < 0 || case_index >= a->n_cases)
         return tk__fail(TK_ERANGE, "tk_audit_result: case %lld is outside [0, %lld)",
                         (long long)case_index, (long long)a->n_cases);
-    if (metric < TK_AUDIT_IMPL_MAX_ABS || metric > TK_AUDIT_GAP_MISMATCHES)
+    if (metric < TK_AUDIT_IMPL_MAX_ABS || metric > TK_AUDIT_OUT_DTYPE)
         return tk__fail(TK_EINVAL, "tk_audit_result: unknown metric %d", metric);
     const tk__case *c = &a->cases[case_index];
     double v;
+    if (metric >= TK_AUDIT_BOUND_RATIO && metric <= TK_AUDIT_BOUND_COL && !c->depth)
+        return tk__fail(TK_EINVAL, "tk_audit_result: case %lld is elementwise, whose "
+                        "contract is exact: it has no error bound (metric %d)",
+                        (long long)case_index, metric);
     switch (metric) {
+    case TK_AUDIT_DEPTH: *value = (double)c->depth; return TK_OK;
+    case TK_AUDIT_OUT_DTYPE: *value = c->out_dtype; return TK_OK;
     case TK_AUDIT_ROWS: *value = (double)c->rows; return TK_OK;
     case TK_AUDIT_COLS: *value = (double)c->cols; return TK_OK;
     case TK_AUDIT_DTYPE: *value = c->dtype; return TK_OK;
@@ -661,7 +740,11 @@ int tk_audit_result(const tk_audit *a, int64_t case_index, int metric, double *v
     case TK_AUDIT_GAP_MAX_REL: v = tk__nonneg(r->gap.max_rel); break;
     case TK_AUDIT_GAP_INPUT_MAX_ABS: v = r->input_part; break;
     case TK_AUDIT_GAP_OUTPUT_MAX_ABS: v = r->output_part; break;
-    case TK_AUDIT_PASSED: v = r->impl.mismatches == 0; break;
+    case TK_AUDIT_PASSED: v = tk__case_passed(r); break;
+    case TK_AUDIT_BOUND_RATIO: v = r->ratio; break;
+    case TK_AUDIT_BOUND: v = r->bound; break;
+    case TK_AUDIT_BOUND_ROW: v = (double)r->ratio_row; break;
+    case TK_AUDIT_BOUND_COL: v = (double)r->ratio_col; break;
     case TK_AUDIT_GAP_PASSED: v = r->gap.mismatches == 0; break;
     case TK_AUDIT_SCALE: v = r->scale; break;
     case TK_AUDIT_DIAGNOSIS: v = r->diagnosis; break;
@@ -683,6 +766,11 @@ const char *tk_audit_schedule_name(int schedule)
     case TK_SCHEDULE_FUSED_MULADD: return "fused-multiply-add";
     case TK_SCHEDULE_SEPARATE_MULADD: return "separate-multiply-add";
     case TK_SCHEDULE_KEEP_SUBNORMAL: return "subnormals-kept";
+    case TK_SCHEDULE_PRODUCTS_ROUNDED: return "products-rounded";
+    case TK_SCHEDULE_K_TAIL: return "k-tail-dropped";
+    case TK_SCHEDULE_BF16_ACCUM: return "bfloat16-accumulation";
+    case TK_SCHEDULE_F16_ACCUM: return "float16-accumulation";
+    case TK_SCHEDULE_NO_INIT: return "missing-initialization";
     default: return NULL;
     }
 }
@@ -696,6 +784,9 @@ int tk_audit_check_permutation(tk_audit *a, int64_t case_index, const int64_t *o
     if (!a || !order)
         return tk__fail(TK_EINVAL, "tk_audit_check_permutation: %s is NULL",
                         !a ? "handle" : "order");
+    if (a->k->reduce)
+        return tk__fail(TK_EINVAL, "tk_audit_check_permutation: row permutations are for "
+                        "elementwise contracts; a reduction's rows are its own");
     int rc = tk__not_running("tk_audit_check_permutation", a);
     if (rc)
         return rc;

@@ -200,6 +200,16 @@ static inline float tk__e5m2_to(uint8_t h)
     return tk__f32_value(tk__sel((h & 0x7Cu) == 0x7Cu, special, u));
 }
 
+/* Whether float dtype wide holds every value of float dtype narrow
+ * exactly: its precision and its range are at least narrow's. */
+static inline bool tk__dtype_holds(int wide, int narrow)
+{
+    if (wide == TK_DTYPE_F32 || wide == narrow)
+        return true;
+    bool fp8 = narrow == TK_DTYPE_F8E4M3FN || narrow == TK_DTYPE_F8E5M2;
+    return fp8 && (wide == TK_DTYPE_BF16 || wide == TK_DTYPE_F16);
+}
+
 /* f32 -> dtype -> f32: what storing x in a float dtype keeps of it. */
 float tk__round_to(int dtype, float x);
 
@@ -253,7 +263,11 @@ struct tk_kernel {
     void *user;
     bool is_axpy;       /* built-in alpha*x + y: axpy below */
     struct tk__axpy axpy;
+    int reduce;         /* a TK__REDUCE_* value: 0 for elementwise contracts */
+    int accum;          /* a reduction's accumulation dtype */
 };
+
+enum { TK__REDUCE_NONE, TK__REDUCE_MATMUL, TK__REDUCE_ROW_SUM };
 
 /* Call k's body once; a non-zero return becomes TK_ECALLBACK with a
  * message.  Used by the host executor and by the audit's references. */
@@ -406,13 +420,29 @@ typedef struct tk__case_result {
     float output_part;    /* max |cast(body(represented)) - body(represented)| */
     float scale;          /* max |body(original)| */
     int diagnosis;        /* a TK_SCHEDULE_* value */
+    bool bounded;         /* a reduction case: the verdict is ratio <= 1 */
+    double ratio, bound;  /* max |candidate - oracle| / bound, and that bound */
+    int64_t ratio_row, ratio_col;
 } tk__case_result;
 
+/* An elementwise case has rows x cols inputs and output; a reduction case
+ * an output of rows x cols (m x n) from inputs m x depth and depth x cols. */
 typedef struct tk__case {
-    int dtype;
-    int64_t rows, cols;
-    float *orig;          /* n_inputs planes of rows x cols, contiguous */
+    int dtype, out_dtype;
+    int64_t rows, cols, depth;
+    float *orig;          /* the inputs' originals, contiguous */
 } tk__case;
+
+/* The verdict of a case: exact for elementwise contracts, within the error
+ * bound for reductions. */
+static inline bool tk__case_passed(const tk__case_result *r)
+{
+    return r->bounded ? r->ratio <= 1.0 : r->impl.mismatches == 0;
+}
+
+/* Audit one reduction case (bound.c): stored inputs, the candidate, the
+ * float64 oracle and bound, the gap, the diagnosis. */
+int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res);
 
 struct tk_audit {
     const tk_kernel *k;   /* the contract; borrowed */

@@ -52,7 +52,7 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
     b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
-                       {alpha, false, TK_ARITH_NUMPY}};
+                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32};
     if (is_axpy)
         b->k.user = &b->k.axpy;
     atomic_flag_clear(&b->undo_busy);
@@ -83,6 +83,28 @@ int tk_kernel_custom(tk_kernel **out, int n_inputs, tk_body_fn body, void *user)
     return tk__kernel_new(out, "tk_kernel_custom", n_inputs, body, user, false, 0.0f);
 }
 
+/* Reductions have no body: the audit computes their oracle itself. */
+static int tk__reduction_new(tk_kernel **out, const char *fn, int n_inputs, int reduce)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    int rc = tk__kernel_new(out, fn, n_inputs, NULL, NULL, false, 0.0f);
+    if (!rc)
+        (*out)->reduce = reduce;
+    return rc;
+}
+
+int tk_kernel_matmul(tk_kernel **out)
+{
+    return tk__reduction_new(out, "tk_kernel_matmul", 2, TK__REDUCE_MATMUL);
+}
+
+int tk_kernel_row_sum(tk_kernel **out)
+{
+    return tk__reduction_new(out, "tk_kernel_row_sum", 1, TK__REDUCE_ROW_SUM);
+}
+
 void tk_kernel_destroy(tk_kernel *k)
 {
     if (!k)
@@ -96,7 +118,8 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
 {
     if (!k)
         return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
-    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH)
+    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH &&
+        param != TK_KERNEL_ACCUM)
         return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
     /* TK_KERNEL_INPUTS fails here as read-only. */
     int rc = tk__param_check("tk_kernel", param, value);
@@ -104,6 +127,17 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
         return rc;
     if (param == TK_KERNEL_BODY) {
         k->body_kind = (int)value;
+        return TK_OK;
+    }
+    if (param == TK_KERNEL_ACCUM) {
+        if (!k->reduce)
+            return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
+                            "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
+        if (value == TK_DTYPE_I32)
+            return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (int32): a "
+                            "reduction accumulates in float32, bfloat16 or float16",
+                            (long long)value);
+        k->accum = (int)value;
         return TK_OK;
     }
     if (!k->is_axpy && value != TK_ARITH_NUMPY)
@@ -122,6 +156,12 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     case TK_KERNEL_BODY: *value = k->body_kind; return TK_OK;
     case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
     case TK_KERNEL_ARITH: *value = k->axpy.arith; return TK_OK;
+    case TK_KERNEL_ACCUM:
+        if (!k->reduce)
+            return tk__fail(TK_EINVAL, "tk_kernel_get: TK_KERNEL_ACCUM is for reduction "
+                            "contracts");
+        *value = k->accum;
+        return TK_OK;
     default:
         return tk__fail(TK_EINVAL, "tk_kernel_get: unknown parameter %d", param);
     }
@@ -864,6 +904,10 @@ int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
     if (!k || !t || !inputs || !output)
         return tk__fail(TK_EINVAL, "%s: %s is NULL", fn, !k ? "kernel" : !t ? "tiling"
                         : !inputs ? "inputs" : "output");
+    if (k->reduce)
+        return tk__fail(TK_EINVAL, "%s: a %s contract is audited under its error bound "
+                        "(tk_audit_add_reduction_case), not run; write its kernel as a "
+                        "tk_call", fn, k->reduce == TK__REDUCE_MATMUL ? "matmul" : "row-sum");
     for (int i = 0; i < k->n_inputs; i++)
         if (!inputs[i])
             return tk__fail(TK_EINVAL, "%s: input %d of %d is NULL", fn, i,

@@ -151,7 +151,12 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
         "", ", multiply-add fused", ", subnormals flushed",
         ", multiply-add fused, subnormals flushed (XLA)"};
     int f = a->k->axpy.arith;
-    if (a->k->is_axpy && f & TK_ARITH_FMA)
+    if (a->k->reduce)
+        tk__sb_add(b, "%s, out = cast(%s) accumulated in %s in any order; passes within a "
+                   "rigorous error bound", a->k->reduce == TK__REDUCE_MATMUL ? "matmul" :
+                   "row sum", a->k->reduce == TK__REDUCE_MATMUL ? "sum_k x[i,k] * y[k,j]" :
+                   "sum_k x[i,k]", tk_dtype_name(a->k->accum));
+    else if (a->k->is_axpy && f & TK_ARITH_FMA)
         tk__sb_add(b, "axpy, out = cast(f32(%s * x + y))%s", tk__n(a->k->axpy.alpha).s,
                    arith[f]);
     else if (a->k->is_axpy)
@@ -163,6 +168,26 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
 }
 
 /* ---- text ------------------------------------------------------------------- */
+
+/* A reduction case's verdict in words: the bound, where the error comes
+ * closest to it, and what being bit-different from the oracle means. */
+static void tk__bound_text(tk__sb *b, const tk_audit *a, int64_t i)
+{
+    const tk__case_result *r = &a->res[i];
+    int64_t n = a->cases[i].rows * a->cases[i].cols, differ = r->impl.mismatches;
+    tk__sb_add(b, "case %lld error bound: largest error/bound %s at (%lld, %lld), bound %s; ",
+               (long long)i, tk__n(r->ratio).s, (long long)r->ratio_row,
+               (long long)r->ratio_col, tk__n(r->bound).s);
+    if (tk__case_passed(r) && differ)
+        tk__sb_add(b, "correct: %lld of %lld elements differ in bits from the oracle, every "
+                   "one within the bound, as another summation order gives\n",
+                   (long long)differ, (long long)n);
+    else if (tk__case_passed(r))
+        tk__sb_add(b, "correct: bit-identical to the oracle\n");
+    else
+        tk__sb_add(b, "WRONG: beyond the bound of %s accumulation; explained by %s\n",
+                   tk_dtype_name(a->k->accum), tk_audit_schedule_name(r->diagnosis));
+}
 
 enum { TK__COLS = 16 };
 
@@ -189,8 +214,16 @@ static void tk__text(const tk_audit *a, tk__sb *b)
         passed += ok;
         within += gap_ok;
         snprintf(row[0], 48, "%lld", (long long)i);
-        snprintf(row[1], 48, "%lld x %lld", (long long)c->rows, (long long)c->cols);
-        snprintf(row[2], 48, "%s", tk_dtype_name(c->dtype));
+        if (c->depth)
+            snprintf(row[1], 48, "%lld x %lld x %lld", (long long)c->rows,
+                     (long long)c->depth, (long long)c->cols);
+        else
+            snprintf(row[1], 48, "%lld x %lld", (long long)c->rows, (long long)c->cols);
+        if (c->out_dtype != c->dtype)
+            snprintf(row[2], 48, "%s->%s", tk_dtype_name(c->dtype),
+                     tk_dtype_name(c->out_dtype));
+        else
+            snprintf(row[2], 48, "%s", tk_dtype_name(c->dtype));
         snprintf(row[3], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_IMPL_MAX_ABS)).s);
         snprintf(row[4], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MAX_ULP));
         snprintf(row[5], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MISMATCHES));
@@ -250,17 +283,20 @@ static void tk__text(const tk_audit *a, tk__sb *b)
                            (long long)i, what[k], (long long)w[k]->row,
                            (long long)w[k]->col, tk__n(w[k]->actual).s, ref[k],
                            tk__n(w[k]->expected).s);
-        if (r->impl.mismatches) {
+        if (r->bounded)
+            tk__bound_text(b, a, i);
+        else if (r->impl.mismatches) {
             const tk__where *f = &r->impl.where[TK_WHERE_FIRST_MISMATCH - 1];
             tk__sb_add(b, "case %lld first implementation mismatch at (%lld, %lld): "
                        "candidate %s, oracle %s\n", (long long)i, (long long)f->row,
                        (long long)f->col, tk__n(f->actual).s, tk__n(f->expected).s);
         }
     }
-    tk__sb_add(b, "\nimplementation: %lld of %lld cases match the represented-input "
-               "oracle\nprecision gap: %lld of %lld cases within the gap tolerance "
-               "(a property of the dtype, reported separately)\n", (long long)passed,
-               (long long)n, (long long)within, (long long)n);
+    tk__sb_add(b, "\nimplementation: %lld of %lld cases %s\nprecision gap: %lld of "
+               "%lld cases within the gap tolerance (a property of the dtype, reported "
+               "separately)\n", (long long)passed, (long long)n, a->k->reduce ?
+               "within their error bound" : "match the represented-input oracle",
+               (long long)within, (long long)n);
 }
 
 /* ---- JSON ------------------------------------------------------------------- */
@@ -280,7 +316,7 @@ static void tk__json(const tk_audit *a, tk__sb *b)
 {
     int64_t failed = 0;
     for (int64_t i = 0; i < a->n_cases; i++)
-        failed += a->res[i].impl.mismatches != 0;
+        failed += !tk__case_passed(&a->res[i]);
     tk__sb_add(b, "{\n  \"schema\": \"%s\",\n  \"library\": \"libtilekern %s\",\n"
                "  \"contract\": {\"kind\": \"%s\", \"inputs\": %d, ", TK__SCHEMA,
                tk_version_string(), a->k->is_axpy ? "axpy" : "custom",
@@ -312,8 +348,14 @@ static void tk__json(const tk_audit *a, tk__sb *b)
                    (unsigned long long)r->impl.max_ulp_seen,
                    (long long)r->impl.mismatches, (long long)r->impl.hist[0],
                    (long long)r->impl.hist[1], (long long)r->impl.hist[2],
-                   (long long)r->impl.hist[3], r->impl.mismatches ? "false" : "true",
+                   (long long)r->impl.hist[3], tk__case_passed(r) ? "true" : "false",
                    tk_audit_schedule_name(r->diagnosis));
+        if (r->bounded)
+            tk__sb_add(b, "\"depth\": %lld, \"output_dtype\": \"%s\", \"bound\": "
+                       "{\"ratio\": %s, \"bound\": %s, \"row\": %lld, \"col\": %lld}, ",
+                       (long long)c->depth, tk_dtype_name(c->out_dtype),
+                       tk__jn(r->ratio).s, tk__jn(r->bound).s, (long long)r->ratio_row,
+                       (long long)r->ratio_col);
         tk__json_where(b, "max_abs_at", &r->impl.where[TK_WHERE_MAX_ABS - 1]);
         tk__sb_add(b, ", ");
         tk__json_where(b, "first_mismatch_at",

@@ -1,7 +1,10 @@
 """Audit JAX kernels as candidates through the tilekern package: a jitted
 JAX axpy, the same axpy as a Pallas kernel (TPU interpret mode, run on the
 CPU), and a deliberately wrong one that rounds its intermediate to the
-storage dtype early, which the audit catches and names.
+storage dtype early, which the audit catches and names; XLA's fused
+multiply-add, named under numpy's contract and passing under XLA's; and a
+jitted jnp.dot with float32 accumulation, which differs from the oracle in
+bits and passes within the error bound.
 
     JAX_PLATFORMS=cpu python examples/python/audit_jax.py
 
@@ -55,6 +58,32 @@ def main():
     print(f"jax {jax.__version__} on {jax.default_backend()}; "
           f"libtilekern {tk.version()}")
     ok = True
+
+    @jax.jit
+    def dot(x, y):
+        return jnp.dot(x, y, preferred_element_type=jnp.float32)
+
+    result = tk.audit_matmul(dot, shapes=[(17, 257, 129), (64, 512, 96)],
+                             dtypes=("bfloat16", "float16"), out_dtype="float32")
+    differ = sum(c.impl_mismatches for c in result.cases)
+    print(f"jnp.dot(preferred_element_type=float32), matmul contract: "
+          f"{'passed' if result.passed else 'FAILED'}, {differ} elements bit-different "
+          f"from the float64 oracle")
+    print("  " + result.summary().replace("\n", "\n  "))
+    ok &= result.passed and differ > 0
+
+    @jax.jit
+    def jax_axpy3(x, y):
+        return 3.0 * x + y
+
+    for arith, must_pass in (("numpy", False), ("xla", True)):
+        result = tk.audit(jax_axpy3, tk.Kernel.axpy(3.0, arith=arith), shapes=SHAPES,
+                          dtypes=("float32",))
+        print(f"jitted 3*x + y, contract arith {arith}: "
+              f"{'passed' if result.passed else 'FAILED'}")
+        print("  " + result.summary().replace("\n", "\n  "))
+        ok &= result.passed == must_pass
+        ok &= must_pass or {c.diagnosis for c in result.cases} == {"fused-multiply-add"}
     # alpha 2 keeps XLA's fused multiply-add exact (2x is), so a correct
     # kernel equals the separately rounded oracle bit for bit.  The wrong one
     # needs alpha 3 to show early rounding; it is audited in bfloat16 only,
@@ -74,7 +103,7 @@ def main():
     if not ok:
         print("audit_jax: a verdict was not the expected one")
         return 1
-    print("audit_jax: the correct kernels pass; the wrong one is caught and diagnosed")
+    print("audit_jax: the correct kernels pass; the wrong ones are caught and diagnosed")
     return 0
 
 

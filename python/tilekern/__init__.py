@@ -19,7 +19,8 @@ says which file was loaded.
 """
 from . import errors
 from ._ffi import LIBRARY_PATH, LIBRARY_VERSION, REQUIRED_VERSION, lib
-from .audit import Audit, AuditResult, CaseResult, audit, rounding_counterexample
+from .audit import (Audit, AuditResult, CaseResult, audit, audit_matmul, audit_row_sum,
+                    rounding_counterexample)
 from .call import BlockSpec, Call, Step
 from .bench import Bench, BenchResult, amdahl, benchmark, median, percentile
 from .compare import Compare
@@ -41,6 +42,7 @@ def version() -> str:
 __all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "BlockSpec", "Call",
            "CaseResult", "Compare", "Step",
            "ARITH", "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
-           "Tiling", "amdahl", "audit", "benchmark", "bf16_from_f32", "bf16_to_f32",
+           "Tiling", "amdahl", "audit", "audit_matmul", "audit_row_sum", "benchmark",
+           "bf16_from_f32", "bf16_to_f32",
            "from_f32", "to_f32", "median", "percentile", "rounding_counterexample", "ulp_distance",
            "version"] + errors.__all__

@@ -69,6 +69,7 @@ TK_TAIL_SHIFT_INWARDS = 3
 TK_KERNEL_BODY = 201
 TK_KERNEL_INPUTS = 202
 TK_KERNEL_ARITH = 203
+TK_KERNEL_ACCUM = 204
 TK_ARITH_NUMPY = 0
 TK_ARITH_FMA = 1
 TK_ARITH_FTZ = 2
@@ -190,6 +191,12 @@ TK_AUDIT_ROWS = 714
 TK_AUDIT_COLS = 715
 TK_AUDIT_DTYPE = 716
 TK_AUDIT_GAP_MISMATCHES = 717
+TK_AUDIT_BOUND_RATIO = 718
+TK_AUDIT_BOUND = 719
+TK_AUDIT_BOUND_ROW = 720
+TK_AUDIT_BOUND_COL = 721
+TK_AUDIT_DEPTH = 722
+TK_AUDIT_OUT_DTYPE = 723
 TK_SCHEDULE_UNKNOWN = 0
 TK_SCHEDULE_FINAL_CAST = 1
 TK_SCHEDULE_EARLY_ROUND = 2
@@ -198,6 +205,11 @@ TK_SCHEDULE_FLUSH_SUBNORMAL = 4
 TK_SCHEDULE_FUSED_MULADD = 5
 TK_SCHEDULE_SEPARATE_MULADD = 6
 TK_SCHEDULE_KEEP_SUBNORMAL = 7
+TK_SCHEDULE_PRODUCTS_ROUNDED = 8
+TK_SCHEDULE_K_TAIL = 9
+TK_SCHEDULE_BF16_ACCUM = 10
+TK_SCHEDULE_F16_ACCUM = 11
+TK_SCHEDULE_NO_INIT = 12
 TK_SCHEDULE_NOT_RUN = -1
 TK_REPORT_TEXT = 1
 TK_REPORT_JSON = 2
@@ -256,6 +268,10 @@ FUNCTIONS = [
     ("tk_bf16_to_f32_n", [P(c_float), P(c_uint16), c_size_t], STATUS),
     ("tk_dtype_from_f32_n", [c_int, c_void_p, P(c_float), c_size_t], STATUS),
     ("tk_dtype_to_f32_n", [c_int, P(c_float), c_void_p, c_size_t], STATUS),
+    ("tk_kernel_matmul", [OUT], STATUS),
+    ("tk_kernel_row_sum", [OUT], STATUS),
+    ("tk_audit_add_reduction_case", [HANDLE, c_int, c_int, c_int64, c_int64, c_int64,
+                                     P(P(c_float))], STATUS),
     ("tk_ulp_distance", [c_int, c_float, c_float], c_uint64),
     # tk_matrix
     ("tk_matrix_create", [OUT, c_int, c_int64, c_int64], STATUS),

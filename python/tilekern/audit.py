@@ -14,8 +14,8 @@ from ._ffi import lib
 from .kernel import Kernel
 from .matrix import dtype_code, dtype_name, view_of
 
-__all__ = ["Audit", "CaseResult", "AuditResult", "audit", "REPORT_FORMATS",
-           "rounding_counterexample"]
+__all__ = ["Audit", "CaseResult", "AuditResult", "audit", "audit_matmul", "audit_row_sum",
+           "REPORT_FORMATS", "rounding_counterexample"]
 
 REPORT_FORMATS = {"text": _ffi.TK_REPORT_TEXT, "json": _ffi.TK_REPORT_JSON,
                   "svg": _ffi.TK_REPORT_SVG}
@@ -42,7 +42,13 @@ class CaseResult:
     oracle (impl_*); gap_* is the precision gap against the original f32
     data, split into its input-representation and output-cast parts;
     diagnosis names the rounding schedule that explains a failing
-    candidate ("not-run" when it passed)."""
+    candidate ("not-run" when it passed).
+
+    A reduction case (depth, the K, is then non-zero) passes when every
+    element is within the error bound of the declared accumulation:
+    bound_ratio is the largest error/bound, at bound_at, where the bound is
+    bound; impl_mismatches counts the elements that differ in bits from
+    the oracle, which a correct kernel may well have."""
     index: int
     rows: int
     cols: int
@@ -61,6 +67,11 @@ class CaseResult:
     gap_mismatches: int
     scale: float
     diagnosis: str
+    depth: int = 0
+    out_dtype: Optional[str] = None
+    bound_ratio: Optional[float] = None
+    bound: Optional[float] = None
+    bound_at: Optional[Tuple[int, int]] = None
 
 
 def _takes_out(fn) -> bool:
@@ -148,6 +159,33 @@ class Audit(_ffi.Handle):
         lib.tk_audit_add_case(self, dtype_code(dtype), rows, cols, ptrs)
         return self.cases - 1
 
+    def add_reduction_case(self, dtype, originals: Sequence[np.ndarray],
+                           out_dtype=None) -> int:
+        """A case of a matmul or row-sum contract: the original float32 x
+        (m x k) and, for a matmul, y (k x n), represented in dtype; the
+        candidate's output is m x n (m x 1 for a row sum) in out_dtype
+        (default: dtype).  Returns the case's index."""
+        n = self._n_inputs
+        arrays = [np.ascontiguousarray(o, dtype=np.float32) for o in originals]
+        if len(arrays) != n:
+            raise errors.InvalidArgumentError(f"the contract has {n} inputs, "
+                                              f"{len(arrays)} originals were given")
+        if any(a.ndim != 2 for a in arrays):
+            raise errors.ShapeError("originals must be 2-D arrays, not "
+                                    + ", ".join(str(a.shape) for a in arrays))
+        m, k = arrays[0].shape
+        cols = 1
+        if n == 2:
+            if arrays[1].shape[0] != k:
+                raise errors.ShapeError(f"x is {m}x{k} but y has {arrays[1].shape[0]} rows")
+            cols = arrays[1].shape[1]
+        ptrs = (ctypes.POINTER(ctypes.c_float) * n)(
+            *[a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)) for a in arrays])
+        code = dtype_code(dtype)
+        out = code if out_dtype is None else dtype_code(out_dtype)
+        lib.tk_audit_add_reduction_case(self, code, out, m, k, cols, ptrs)
+        return self.cases - 1
+
     @property
     def cases(self) -> int:
         """Number of cases added."""
@@ -175,9 +213,19 @@ class Audit(_ffi.Handle):
             got[name] = bool(got[name])
         got["diagnosis"] = _ffi.text(lib.tk_audit_schedule_name(int(got["diagnosis"])))
         shape = []
-        for code in (_ffi.TK_AUDIT_ROWS, _ffi.TK_AUDIT_COLS, _ffi.TK_AUDIT_DTYPE):
+        for code in (_ffi.TK_AUDIT_ROWS, _ffi.TK_AUDIT_COLS, _ffi.TK_AUDIT_DTYPE,
+                     _ffi.TK_AUDIT_DEPTH, _ffi.TK_AUDIT_OUT_DTYPE):
             lib.tk_audit_result(self, index, code, ctypes.byref(value))
             shape.append(int(value.value))
+        got["depth"], got["out_dtype"] = shape[3], dtype_name(shape[4])
+        if shape[3]:
+            bound = []
+            for code in (_ffi.TK_AUDIT_BOUND_RATIO, _ffi.TK_AUDIT_BOUND,
+                         _ffi.TK_AUDIT_BOUND_ROW, _ffi.TK_AUDIT_BOUND_COL):
+                lib.tk_audit_result(self, index, code, ctypes.byref(value))
+                bound.append(value.value)
+            got["bound_ratio"], got["bound"] = bound[0], bound[1]
+            got["bound_at"] = (int(bound[2]), int(bound[3]))
         return CaseResult(index, shape[0], shape[1], dtype_name(shape[2]), **got)
 
     @property
@@ -225,6 +273,15 @@ class AuditResult:
         """One line per case: shape, dtype, verdict, gap and diagnosis."""
         lines = []
         for c in self.cases:
+            if c.depth:
+                verdict = (f"passed within the error bound (largest error/bound "
+                           f"{c.bound_ratio:.3g}; {c.impl_mismatches} elements differ in "
+                           f"bits from the oracle)" if c.passed else
+                           f"FAILED: error {c.bound_ratio:.3g} times the bound at "
+                           f"{c.bound_at}, diagnosis {c.diagnosis}")
+                lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype}: "
+                             f"{verdict}; gap max abs {c.gap_max_abs!r}")
+                continue
             verdict = "passed" if c.passed else (
                 f"FAILED: {c.impl_mismatches} mismatches, max abs {c.impl_max_abs!r}, "
                 f"diagnosis {c.diagnosis}")
@@ -262,6 +319,44 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
         for path in [report] if isinstance(report, (str, bytes, os.PathLike)) else report:
             a.write_report(path)
     return result
+
+
+def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report):
+    rng = np.random.default_rng(seed)
+    a = Audit(contract, candidate)
+    for shape in shapes:
+        m, k = shape[0], shape[1]
+        data = [rng.standard_normal((m, k), np.float32)]
+        if contract.n_inputs == 2:
+            data.append(rng.standard_normal((k, shape[2]), np.float32))
+        for dtype in dtypes:
+            a.add_reduction_case(dtype, data, out_dtype)
+    passed = a.run()
+    result = AuditResult(passed, a.results, a)
+    if report is not None:
+        for path in [report] if isinstance(report, (str, bytes, os.PathLike)) else report:
+            a.write_report(path)
+    return result
+
+
+def audit_matmul(candidate: Callable, shapes: Sequence[Tuple[int, int, int]] = (
+                     (8, 128, 128), (17, 257, 129)),
+                 dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
+                 accum: str = "float32", seed: int = 0, report=None) -> AuditResult:
+    """Audit candidate(x, y) -> x @ y over every (m, k, n) x dtype, on
+    standard normal originals, under the error bound of accum accumulation;
+    out_dtype is the output's dtype (default: each case's dtype)."""
+    return _audit_reduction(Kernel.matmul(accum), candidate, shapes, dtypes, out_dtype,
+                            seed, report)
+
+
+def audit_row_sum(candidate: Callable, shapes: Sequence[Tuple[int, int]] = (
+                      (8, 128), (17, 257)),
+                  dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
+                  accum: str = "float32", seed: int = 0, report=None) -> AuditResult:
+    """Audit candidate(x) -> x.sum(axis=1, keepdims=True) as audit_matmul."""
+    return _audit_reduction(Kernel.row_sum(accum), candidate, shapes, dtypes, out_dtype,
+                            seed, report)
 
 
 def rounding_counterexample(dtype="bfloat16", first: float = 1.00390625,

@@ -10,12 +10,15 @@ from ._ffi import lib
 from .matrix import Matrix, as_matrix, numpy_dtype
 from .tiling import Tiling
 
-__all__ = ["Kernel", "ARITH", "BODIES", "f32_view"]
+__all__ = ["Kernel", "ACCUMS", "ARITH", "BODIES", "f32_view"]
 
 BODIES = {"elementwise": _ffi.TK_BODY_ELEMENTWISE, "blockwise": _ffi.TK_BODY_BLOCKWISE}
 # The built-in bodies' arithmetic: "numpy" rounds alpha * x and the sum
 # separately and keeps subnormals; "xla" fuses and flushes, as XLA on CPU
 # (Pallas interpret mode) and TPUs do; "fma" and "ftz" each alone.
+# The accumulation dtypes a reduction contract may declare.
+ACCUMS = {"float32": _ffi.TK_DTYPE_F32, "bfloat16": _ffi.TK_DTYPE_BF16,
+          "float16": _ffi.TK_DTYPE_F16}
 ARITH = {"numpy": _ffi.TK_ARITH_NUMPY, "fma": _ffi.TK_ARITH_FMA, "ftz": _ffi.TK_ARITH_FTZ,
          "xla": _ffi.TK_ARITH_XLA}
 
@@ -77,6 +80,22 @@ class Kernel(_ffi.Handle):
         return k
 
     @classmethod
+    def matmul(cls, accum: str = "float32") -> "Kernel":
+        """The contract x @ y (an M x K and a K x N input), accumulated in
+        accum in any order and cast once: for audits under an error bound
+        (Audit.add_reduction_case), not for run()."""
+        k = cls(_ffi.new_handle(lib.tk_kernel_matmul))
+        k.accum = accum
+        return k
+
+    @classmethod
+    def row_sum(cls, accum: str = "float32") -> "Kernel":
+        """The contract out[i, 0] = sum_k x[i, k], as matmul()."""
+        k = cls(_ffi.new_handle(lib.tk_kernel_row_sum))
+        k.accum = accum
+        return k
+
+    @classmethod
     def custom(cls, fn: Callable[[Sequence[np.ndarray], np.ndarray], None],
                n_inputs: int, body: str = "elementwise") -> "Kernel":
         """A Python body over n_inputs inputs.  body="elementwise" may be
@@ -92,6 +111,8 @@ class Kernel(_ffi.Handle):
         return k
 
     body = _ffi.param("kernel", _ffi.TK_KERNEL_BODY, "the body kind", BODIES)
+    accum = _ffi.param("kernel", _ffi.TK_KERNEL_ACCUM,
+                       "a reduction's accumulation dtype (see ACCUMS)", ACCUMS)
     arith = _ffi.param("kernel", _ffi.TK_KERNEL_ARITH,
                        "the built-in body's arithmetic (see ARITH)", ARITH)
     n_inputs = _ffi.param("kernel", _ffi.TK_KERNEL_INPUTS, "number of inputs",

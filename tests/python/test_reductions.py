@@ -1,0 +1,156 @@
+"""Audits of matmul and row-sum contracts under error bounds: the worked
+cases (f32, bf16, f16 and fp8 inputs; the seed's shapes and a 512x1024x768
+matmul with tails), each with a correct candidate that sums in another
+order (bit-different, within the bound), one that accumulates in bf16 and
+one that drops the K tail, named correctly; products rounded early and a
+missing initialization; the bound itself against a direct computation;
+and the refusals."""
+import ml_dtypes
+import numpy as np
+import pytest
+import tilekern as tk
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = ["float32", "bfloat16", "float16", "float8_e4m3fn"]
+SEED_SHAPES = [(8, 128, 128), (9, 129, 65), (17, 257, 129)]
+
+
+def f32(a):
+    return a.astype(np.float32)
+
+
+def blocked(x, y, bk=128):
+    """f32 accumulation over k in blocks, as a Pallas k-loop does."""
+    acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+    for k0 in range(0, x.shape[1], bk):
+        acc += f32(x[:, k0:k0 + bk]) @ f32(y[k0:k0 + bk])
+    return acc
+
+
+def correct(x, y):
+    return blocked(x, y).astype(x.dtype)
+
+
+def bf16_accumulating(x, y):
+    acc = np.zeros((x.shape[0], y.shape[1]), BF16)
+    for k in range(x.shape[1]):
+        acc = (f32(acc) + np.outer(f32(x[:, k]), f32(y[k]))).astype(BF16)
+    return acc.astype(x.dtype)
+
+
+def k_tail_dropped(x, y):
+    k = x.shape[1] - x.shape[1] % 128
+    return (f32(x[:, :k]) @ f32(y[:k])).astype(x.dtype)
+
+
+def products_rounded(x, y):   # into a float32 output
+    acc = np.zeros((x.shape[0], y.shape[1]), np.float32)
+    for k in range(x.shape[1]):
+        acc += f32(np.outer(f32(x[:, k]), f32(y[k])).astype(x.dtype))
+    return acc
+
+
+@pytest.mark.parametrize("candidate,verdict", [
+    (correct, "not-run"), (bf16_accumulating, "bfloat16-accumulation"),
+    (k_tail_dropped, "k-tail-dropped")])
+def test_matmul_worked_cases_are_named(candidate, verdict):
+    shapes = SEED_SHAPES + [(512, 1024, 768)] if candidate is not bf16_accumulating \
+        else SEED_SHAPES
+    r = tk.audit_matmul(candidate, shapes=shapes, dtypes=DTYPES)
+    for c in r.cases:
+        if candidate is k_tail_dropped and c.depth % 128 == 0:
+            assert c.passed, c   # no tail to drop
+            continue
+        assert c.diagnosis == verdict, (c, r.summary())
+        assert c.passed == (verdict == "not-run")
+    if candidate is correct:
+        assert r.passed
+        f32_cases = [c for c in r.cases if c.dtype == "float32"]
+        # Summing in blocks of 128 is another order: bits differ, yet within bound.
+        assert all(c.impl_mismatches > 0 and 0 < c.bound_ratio <= 1 for c in f32_cases)
+        assert "differ in bits from the oracle" in r.summary()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_sum_worked_cases(dtype):
+    def correct_sum(x):   # pairwise, as numpy sums
+        return f32(x).sum(axis=1, keepdims=True, dtype=np.float32).astype(x.dtype)
+
+    def bf16_sum(x):
+        acc = np.zeros((x.shape[0], 1), BF16)
+        for k in range(x.shape[1]):
+            acc = (f32(acc) + f32(x[:, k:k + 1])).astype(BF16)
+        return acc.astype(x.dtype)
+
+    def tail_dropped(x):
+        k = x.shape[1] - x.shape[1] % 128
+        return f32(x[:, :k]).sum(axis=1, keepdims=True).astype(x.dtype)
+
+    shapes = [(8, 128), (9, 129), (17, 257), (15, 1031)]
+    assert tk.audit_row_sum(correct_sum, shapes=shapes, dtypes=[dtype]).passed
+    r = tk.audit_row_sum(bf16_sum, shapes=shapes[1:], dtypes=[dtype])
+    assert {c.diagnosis for c in r.cases} == {"bfloat16-accumulation"}, r.summary()
+    r = tk.audit_row_sum(tail_dropped, shapes=shapes[1:], dtypes=[dtype])
+    assert {c.diagnosis for c in r.cases} == {"k-tail-dropped"}, r.summary()
+
+
+def test_products_rounded_and_missing_initialization_are_named():
+    r = tk.audit_matmul(products_rounded, shapes=[(17, 257, 129)], dtypes=["bfloat16"],
+                        out_dtype="float32")
+    assert r.cases[0].diagnosis == "products-rounded", r.summary()
+
+    def no_init(x, y, out):   # accumulates into the output it was handed
+        for k0 in range(0, x.shape[1], 128):
+            out += f32(x[:, k0:k0 + 128]) @ f32(y[k0:k0 + 128])
+    r = tk.audit_matmul(no_init, shapes=[(9, 129, 65)], dtypes=["float32"])
+    assert r.cases[0].diagnosis == "missing-initialization"
+
+
+def test_the_bound_is_gamma_k_minus_1_sum_abs_plus_the_cast():
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((4, 300), np.float32), rng.standard_normal((300, 5), np.float32)
+    def into(x, y, out):
+        out[...] = blocked(x, y).astype(out.dtype)
+    a = tk.Audit(tk.Kernel.matmul(), into)
+    a.add_reduction_case("bfloat16", [x, y], out_dtype="bfloat16")
+    a.add_reduction_case("bfloat16", [x, y], out_dtype="float32")
+    assert a.run()
+    xb, yb = f32(x.astype(BF16)).astype(np.float64), f32(y.astype(BF16)).astype(np.float64)
+    s, A = xb @ yb, np.abs(xb) @ np.abs(yb)
+    u, n = 2.0 ** -24, 299
+    acc = n * u / (1 - n * u) * A + 2 * 300 * 2.0 ** -150 + 300 * 2.0 ** -53 / (
+        1 - 300 * 2.0 ** -53) * A
+    for case, cast in ((a.result(0), True), (a.result(1), False)):
+        r, c = case.bound_at
+        want = acc[r, c] + (2.0 ** -8 * (abs(s[r, c]) + acc[r, c]) + 2.0 ** -134
+                            if cast else 0.0)
+        # The sum of magnitudes is accumulated in float32 and taken at its
+        # upper bound, (A32 + k 2^-149) / (1 - gamma(k + 1)): a little above.
+        assert want <= case.bound <= want * (1 + 3e-5)
+        assert case.depth == 300 and case.rows == 4 and case.cols == 5
+
+
+def test_bad_input_is_refused_clearly():
+    for accum in ("int32", "float8_e4m3fn"):
+        with pytest.raises(tk.InvalidArgumentError, match=f"'{accum}' is not one of "
+                                                          f"'float32', 'bfloat16', 'float16'"):
+            tk.Kernel.matmul(accum=accum)
+    a = tk.Audit(tk.Kernel.matmul(accum="float16"), correct)
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(tk.DtypeError, match="mismatched accumulation"):
+        a.add_reduction_case("bfloat16", [x, x.T])
+    with pytest.raises(tk.InvalidArgumentError, match="tk_audit_add_reduction_case"):
+        a.add_case("float16", [x, x])
+    e = tk.Audit(tk.Kernel.axpy(2.0), lambda x, y: x)
+    e.add_case("float32", [x, x])
+    e.run()
+    with pytest.raises(tk.InvalidArgumentError, match="exact: it has no error bound"):
+        tk._ffi.lib.tk_audit_result(e, 0, tk._ffi.TK_AUDIT_BOUND_RATIO,
+                                    tk._ffi.ctypes.byref(tk._ffi.ctypes.c_double()))
+    with pytest.raises(tk.InvalidArgumentError, match="elementwise; add its cases"):
+        e.add_reduction_case("float32", [x, x.T])
+    with pytest.raises(tk.InvalidArgumentError, match="audited under its error bound"):
+        with tk.Tiling(2, 3, 8, 128) as t:
+            tk.Kernel.matmul().run(t, [x, x])
+    with pytest.raises(tk.InvalidArgumentError, match="own code"):
+        tk.Kernel.matmul().arith = "xla"

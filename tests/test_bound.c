@@ -1,0 +1,210 @@
+/* test_bound.c - the audit of reduction contracts from C: a k-blocked f32
+ * matmul passes within the bound while differing in bits, a candidate that
+ * drops the K tail and one that accumulates in bf16 are named, the
+ * results and report say so, and every refusal names what it refuses. */
+#include "tk_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { M = 9, K = 300, N = 70 };
+
+/* f32 accumulation over k in blocks of bk, the last block left out when
+ * drop is set; or (bf16) a bfloat16 accumulator. */
+struct how {
+    int bk;
+    bool drop, bf16;
+};
+
+static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    const struct how *h = user;
+    int64_t m = tk_matrix_rows(in[0]), k = tk_matrix_cols(in[0]), n = tk_matrix_cols(in[1]);
+    float *x = malloc((size_t)(m * k) * sizeof *x), *y = malloc((size_t)(k * n) * sizeof *y);
+    float *o = calloc((size_t)(m * n), sizeof *o);
+    tk_matrix_to_f32(in[0], x, k);
+    tk_matrix_to_f32(in[1], y, n);
+    int64_t end = h->drop ? k - k % h->bk : k;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
+                float part = 0.0f;
+                for (int64_t kk = k0; kk < k0 + h->bk && kk < end; kk++)
+                    part += x[i * k + kk] * y[kk * n + j];
+                acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
+            }
+            o[i * n + j] = acc;
+        }
+    tk_matrix *t;
+    int rc = tk_matrix_from_f32(&t, tk_matrix_dtype(out), m, n, o, n);
+    if (!rc)
+        memcpy(tk_matrix_data(out), tk_matrix_data(t),
+               (size_t)(m * n * tk_dtype_size(tk_matrix_dtype(out))));
+    tk_matrix_destroy(t);
+    free(x), free(y), free(o);
+    return rc;
+}
+
+static double res(const tk_audit *a, int64_t i, int metric)
+{
+    double v = -1;
+    cr_assert_eq(tk_audit_result(a, i, metric, &v), TK_OK, "%s", tk_last_error_message());
+    return v;
+}
+
+static tk_audit *audit_of(struct how *h, tk_kernel **k)
+{
+    static float x[M * K], y[K * N];
+    tkt_fill(x, M * K, 3);
+    tkt_fill(y, K * N, 4);
+    cr_assert_eq(tk_kernel_matmul(k), TK_OK);
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, *k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, matmul, h), TK_OK);
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, M, K, N, orig),
+                 TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, M, K, N, orig),
+                 TK_OK);
+    return a;
+}
+
+Test(bound, a_correct_matmul_passes_while_differing_in_bits)
+{
+    struct how h = {128, false, false};
+    tk_kernel *k;
+    tk_audit *a = audit_of(&h, &k);
+    cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+    for (int64_t i = 0; i < 2; i++) {
+        cr_assert_eq(res(a, i, TK_AUDIT_PASSED), 1.0);
+        cr_assert_gt(res(a, i, TK_AUDIT_IMPL_MISMATCHES), 0.0, "case %lld", (long long)i);
+        double ratio = res(a, i, TK_AUDIT_BOUND_RATIO);
+        cr_assert(ratio > 0.0 && ratio <= 1.0, "ratio %g", ratio);
+        cr_assert_gt(res(a, i, TK_AUDIT_BOUND), 0.0);
+        cr_assert_lt(res(a, i, TK_AUDIT_BOUND_ROW), (double)M);
+        cr_assert_lt(res(a, i, TK_AUDIT_BOUND_COL), (double)N);
+        cr_assert_eq(res(a, i, TK_AUDIT_DEPTH), (double)K);
+        cr_assert_eq(res(a, i, TK_AUDIT_ROWS), (double)M);
+        cr_assert_eq(res(a, i, TK_AUDIT_COLS), (double)N);
+        cr_assert_eq(res(a, i, TK_AUDIT_OUT_DTYPE), (double)TK_DTYPE_F32);
+    }
+    /* The bf16 case's gap has an input part (the representation) and the
+     * f32 case's has none. */
+    cr_assert_eq(res(a, 0, TK_AUDIT_GAP_INPUT_MAX_ABS), 0.0);
+    cr_assert_gt(res(a, 1, TK_AUDIT_GAP_INPUT_MAX_ABS), 0.0);
+    char path[] = "/tmp/tk_bound_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_TEXT), TK_OK);
+    FILE *f = fopen(path, "r");
+    char text[16384] = {0};
+    fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(path);
+    cr_assert(strstr(text, "9 x 300 x 70"), "%s", text);
+    cr_assert(strstr(text, "differ in bits from the oracle, every one within the bound"),
+              "%s", text);
+    cr_assert(strstr(text, "2 of 2 cases within their error bound"), "%s", text);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+Test(bound, wrong_kernels_are_named)
+{
+    const struct {
+        struct how h;
+        int want;
+    } cases[] = {{{128, true, false}, TK_SCHEDULE_K_TAIL},
+                 {{1, false, true}, TK_SCHEDULE_BF16_ACCUM}};
+    for (size_t c = 0; c < 2; c++) {
+        struct how h = cases[c].h;
+        tk_kernel *k;
+        tk_audit *a = audit_of(&h, &k);
+        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+        cr_assert(strstr(tk_last_error_message(), "exceed their error bound"), "%s",
+                  tk_last_error_message());
+        for (int64_t i = 0; i < 2; i++) {
+            cr_assert_eq(res(a, i, TK_AUDIT_PASSED), 0.0);
+            cr_assert_gt(res(a, i, TK_AUDIT_BOUND_RATIO), 1.0);
+            cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu/%lld: %s",
+                         c, (long long)i,
+                         tk_audit_schedule_name((int)res(a, i, TK_AUDIT_DIAGNOSIS)));
+        }
+        tk_audit_destroy(a);
+        tk_kernel_destroy(k);
+    }
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL), "k-tail-dropped");
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT), "missing-initialization");
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT + 1));
+}
+
+Test(bound, refusals_name_what_they_refuse)
+{
+    tk_kernel *mm, *rs, *ax;
+    cr_assert_eq(tk_kernel_matmul(&mm), TK_OK);
+    cr_assert_eq(tk_kernel_row_sum(&rs), TK_OK);
+    cr_assert_eq(tk_kernel_axpy(&ax, 2.0f), TK_OK);
+    int64_t v;
+    cr_assert_eq(tk_kernel_get(mm, TK_KERNEL_ACCUM, &v), TK_OK);
+    cr_assert_eq(v, TK_DTYPE_F32);
+    cr_assert_eq(tk_kernel_get(rs, TK_KERNEL_INPUTS, &v), TK_OK);
+    cr_assert_eq(v, 1);
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_I32), TK_EDTYPE);
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F8E4M3FN), TK_ERANGE);
+    tkt_expect_status(tk_kernel_set(ax, TK_KERNEL_ACCUM, TK_DTYPE_F32), TK_EINVAL);
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ARITH, TK_ARITH_XLA), TK_EINVAL);
+    cr_assert_eq(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F16), TK_OK);
+
+    tk_audit *a;
+    float x[6] = {1, 2, 3, 4, 5, 6};
+    const float *orig[2] = {x, x};
+    cr_assert_eq(tk_audit_create(&a, mm), TK_OK);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, 2, 3, 2,
+                                                  orig), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "accumulates in float16, which cannot hold "
+                     "every bfloat16 input: mismatched accumulation"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F16, TK_DTYPE_I32, 2, 3, 2,
+                                                  orig), TK_EDTYPE);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F16, TK_DTYPE_F16, 2, 0, 2,
+                                                  orig), TK_ESHAPE);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F16, 2, 3, orig), TK_EINVAL);
+    cr_assert_eq(tk_audit_case_count(a), 0);
+    tk_audit_destroy(a);
+
+    cr_assert_eq(tk_audit_create(&a, rs), TK_OK);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 2, 3, 2,
+                                                  orig), TK_ESHAPE);
+    cr_assert(strstr(tk_last_error_message(), "n is 2, not 1"), "%s", tk_last_error_message());
+    tk_audit_destroy(a);
+
+    cr_assert_eq(tk_audit_create(&a, ax), TK_OK);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 2, 3, 2,
+                                                  orig), TK_EINVAL);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, 2, 3, orig), TK_OK);
+    double d = 7.0;
+    tkt_expect_status(tk_audit_result(a, 0, TK_AUDIT_BOUND_RATIO, &d), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "contract is exact: it has no error bound"),
+              "%s", tk_last_error_message());
+    cr_assert_eq(d, 7.0, "a refused result wrote its output");
+    cr_assert_eq(tk_audit_result(a, 0, TK_AUDIT_DEPTH, &d), TK_OK);
+    cr_assert_eq(d, 0.0);
+    tk_audit_destroy(a);
+
+    tk_tiling *t;
+    tk_matrix *m;
+    cr_assert_eq(tk_tiling_create(&t, 2, 3, 8, 128), TK_OK);
+    cr_assert_eq(tk_matrix_create(&m, TK_DTYPE_F32, 2, 3), TK_OK);
+    const tk_matrix *in[2] = {m, m};
+    tkt_expect_status(tk_kernel_run(mm, t, in, m), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "matmul contract is audited under its error "
+                     "bound"), "%s", tk_last_error_message());
+    tk_matrix_destroy(m);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(mm);
+    tk_kernel_destroy(rs);
+    tk_kernel_destroy(ax);
+}
