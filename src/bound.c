@@ -228,10 +228,20 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_PRODUCTS_ROUNDED;
     }
-    for (int64_t bk = 8; bk <= 512 && bk < c->depth; bk *= 2) {
-        if (c->depth % bk == 0 || (bk > 8 && c->depth % (bk / 2) == c->depth % bk))
-            continue;   /* no tail, or the same tail as the last block size */
-        p.k_end = c->depth - c->depth % bk;
+    /* The K block sizes of real kernels: powers of two and the multiples of
+     * 128 between them; each distinct tail is tried once. */
+    static const int64_t blocks[] = {8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024};
+    int64_t tried[sizeof blocks / sizeof *blocks];
+    int n_tried = 0;
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks && blocks[b] < c->depth; b++) {
+        int64_t end = c->depth - c->depth % blocks[b];
+        bool seen = end == c->depth;   /* no tail at all */
+        for (int t = 0; t < n_tried && !seen; t++)
+            seen = tried[t] == end;
+        if (seen)
+            continue;
+        tried[n_tried++] = end;
+        p.k_end = end;
         tk__sums(&p, false, s2, A2, NULL);
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
