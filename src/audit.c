@@ -222,14 +222,12 @@ int tk_audit_add_reduction_case(tk_audit *a, int dtype, int out_dtype, int64_t m
         if (!originals[i])
             return tk__fail(TK_EINVAL, "%s: originals[%d] is NULL (the contract has %d "
                             "inputs)", fn, i, a->k->n_inputs);
-    int64_t mk, kn, total;
     size_t bytes;
-    if (!tk__mul(m, k, &mk) || !tk__mul(k, n, &kn) || !tk__mul(m, n, &total) ||
-        (reduce == TK__REDUCE_MATMUL && mk > INT64_MAX - kn))
-        return tk__fail(TK_EOVERFLOW, "%s: %lld x %lld x %lld overflows", fn, (long long)m,
-                        (long long)k, (long long)n);
-    total = mk + (reduce == TK__REDUCE_MATMUL ? kn : 0);
-    int rc = tk__bytes(total, 1, sizeof(float), &bytes);
+    int rc = tk__reduction_check(acc, reduce, m, k, n, dtype, out_dtype, &bytes);
+    if (rc)
+        return rc;
+    int64_t mk = m * k, kn = k * n;   /* checked just above */
+    rc = tk__bytes(mk + (reduce == TK__REDUCE_MATMUL ? kn : 0), 1, sizeof(float), &bytes);
     if (rc || (rc = tk__grow(a, fn)))
         return rc;
     float *copy = malloc(bytes);
@@ -724,8 +722,8 @@ int tk_audit_result(const tk_audit *a, int64_t case_index, int metric, double *v
     case TK_AUDIT_ROWS: *value = (double)c->rows; return TK_OK;
     case TK_AUDIT_COLS: *value = (double)c->cols; return TK_OK;
     case TK_AUDIT_DTYPE: *value = c->dtype; return TK_OK;
-    case TK_AUDIT_GAP_ATOL: *value = a->gap_atol[c->dtype]; return TK_OK;
-    case TK_AUDIT_GAP_RTOL: *value = a->gap_rtol[c->dtype]; return TK_OK;
+    case TK_AUDIT_GAP_ATOL: *value = a->gap_atol[tk__gap_dtype(c)]; return TK_OK;
+    case TK_AUDIT_GAP_RTOL: *value = a->gap_rtol[tk__gap_dtype(c)]; return TK_OK;
     default: break;
     }
     if (!a->res)

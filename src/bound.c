@@ -63,7 +63,7 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
  * the diagnosis uses the probabilistic bound of Higham and Mary (SIAM J.
  * Sci. Comput. 41(5), 2019, Theorem 2.4): exp(lambda sqrt(n) u + n u^2 /
  * (1 - u)) - 1, which fails with probability below 2n exp(-lambda^2 (1 -
- * u)^2 / 2), under 1e-11 per element with lambda 8. */
+ * u)^2 / 2), 2n e^-32 with lambda 8: 2.6e-11 per element at n = 1024. */
 static double tk__bound(const tk__acc *r, int64_t k, float A32, double s)
 {
     /* A32 is the float32 sum of the rounded |a b|: at most gamma(k + 1)
@@ -80,22 +80,24 @@ static double tk__bound(const tk__acc *r, int64_t k, float A32, double s)
 }
 
 /* What one pass over the case computes: per output element the sum, the
- * sum of magnitudes and (for the gap) the sum of the original data. */
+ * sum of magnitudes and (for the gap) what the original data adds. */
 typedef struct {
     int64_t m, k, n;
     const float *x, *y;    /* stored inputs promoted to f32; y NULL: ones */
-    const float *ox, *oy;  /* the originals; oy NULL for a row sum */
+    const float *dx, *dy;  /* original - stored (exact in f32), oy the original y */
+    const float *oy;
     int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
     int64_t k_end;         /* terms [0, k_end) */
 } tk__pass;
 
 /* Per output element: the oracle s, accumulated in float64; the sum of
- * magnitudes A, which only bounds, and the original reference o, in
- * float32 like every original reference of the audit (o's own error, under
- * 1e-4 of the gap it measures, is not part of any verdict), both over k in
- * order.  Rows of n at a time so the loops vectorize, and k in blocks so a
- * block of y stays in cache while every row of x uses it.  (All three in
- * float64 measured 3.3x a plain f32 matmul at 1024^3; this, about 2x.) */
+ * magnitudes A, which only bounds, in float32 (tk__bound takes its upper
+ * bound); and o, what the original data adds to s: the original sum is
+ * s + sum dx oy + x dy, an identity, whose small terms float32 sums to
+ * within gamma(2k) 2u of the gap it measures.  Over k in order, rows of n
+ * at a time so the loops vectorize, and k in blocks so a block of y stays
+ * in cache while every row of x uses it.  (All three in float64 measured
+ * 3.3x a plain f32 matmul at 1024^3; this, about 2x.) */
 TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, float *o)
 {
     enum { KB = 64 };
@@ -110,7 +112,7 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
                 s[i] += p->x[i * p->k + k];
                 A[i] += fabsf(p->x[i * p->k + k]);
                 if (o)
-                    o[i] += p->ox[i * p->k + k];
+                    o[i] += p->dx[i * p->k + k];
             }
         return;
     }
@@ -148,10 +150,11 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
                     }
                 }
                 for (int64_t r = i; o && r < i + (two ? 2 : 1); r++) {
-                    float oa = p->ox[r * p->k + k], *orow = o + r * n;
-                    const float *oyk = p->oy + k * n;
+                    float da = p->dx[r * p->k + k], xa = p->x[r * p->k + k];
+                    float *orow = o + r * n;
+                    const float *oyk = p->oy + k * n, *dyk = p->dy + k * n;
                     for (int64_t j = 0; j < n; j++)
-                        orow[j] += oa * oyk[j];
+                        orow[j] += da * oyk[j] + xa * dyk[j];
                 }
             }
             if (!two)
@@ -160,17 +163,26 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
     }
 }
 
-/* The largest |c - s| / bound over the elements; an element equal to the
- * oracle's own cast (want) counts 0, a NaN candidate elsewhere infinity. */
+/* The largest |c - s| / bound over the elements.  An element equal to the
+ * oracle's own cast (want) counts 0; where the oracle is NaN (NaN or Inf
+ * inputs, or an output cast past its format) any NaN counts 0 and anything
+ * else infinity; elsewhere a NaN counts infinity, and so does any other
+ * difference where no finite bound exists (the magnitudes overflowed). */
 static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float *c,
                         const float *want, const double *s, const float *A, int64_t *at,
                         double *bound)
 {
     double worst = -1.0;
     for (int64_t e = 0; e < count; e++) {
-        double b = tk__bound(r, k, A[e], s[e]);
-        double ratio = tk__f32_bits(c[e]) == tk__f32_bits(want[e]) ? 0.0
-                       : isnan(c[e]) ? INFINITY : fabs((double)c[e] - s[e]) / b;
+        double b = tk__bound(r, k, A[e], s[e]), ratio;
+        if (isnan(want[e]) || isnan(s[e]))
+            ratio = isnan(c[e]) ? 0.0 : INFINITY;
+        else if (tk__f32_bits(c[e]) == tk__f32_bits(want[e]))
+            ratio = 0.0;
+        else if (isnan(c[e]) || !isfinite(b))
+            ratio = INFINITY;
+        else
+            ratio = fabs((double)c[e] - s[e]) / b;
         if (ratio > worst) {
             worst = ratio;
             *at = e;
@@ -181,10 +193,6 @@ static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float 
     return worst;
 }
 
-/* Which alternative contract explains a failing candidate: a NaN where the
- * oracle is finite first (the audit's NaN fill showing through), then the
- * exact alternatives by their own bound, then accumulation in bfloat16 or
- * float16, less precise than the contract's, by its probabilistic bound. */
 /* Every output element accumulated in k order in dtype d, each product
  * and each partial sum rounded to it, as a kernel with a d accumulator
  * computes: the diagnosis's simulation of narrow accumulation. */
@@ -211,13 +219,17 @@ static double tk__rms(const float *c, const double *s, int64_t count)
     return fmax(sqrt(sum / (double)count), 0x1p-1022);
 }
 
+/* Which alternative contract explains a failing candidate: a NaN where the
+ * oracle's cast is not (the audit's NaN fill showing through), then the
+ * exact alternatives by their own bound, then accumulation in bfloat16 or
+ * float16, less precise than the contract's, by its probabilistic bound. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pass p,
                                   const float *cand, const float *want, const double *s,
                                   double *s2, float *A2, float *sim)
 {
     int64_t count = c->rows * c->cols, at;
     for (int64_t e = 0; e < count; e++)
-        if (isnan(cand[e]) && isfinite(s[e]))
+        if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]))
             return TK_SCHEDULE_NO_INIT;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
@@ -275,6 +287,40 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
     return TK_SCHEDULE_UNKNOWN;
 }
 
+int tk__gap_dtype(const tk__case *c)
+{
+    double ui, uo, eta;
+    tk__unit(c->dtype, &ui, &eta);
+    tk__unit(c->out_dtype, &uo, &eta);
+    return ui >= uo ? c->dtype : c->out_dtype;
+}
+
+int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, int dtype,
+                        int out_dtype, size_t *bytes)
+{
+    double u, eta;
+    tk__unit(acc, &u, &eta);
+    /* gamma(k + 1) must be finite, with room: beyond k u = 1/2 a worst-case
+     * bound says nothing useful. */
+    if ((double)(k + 1) * u > 0.5)
+        return tk__fail(TK_ERANGE, "tk_audit_add_reduction_case: k = %lld is too deep for "
+                        "a worst-case bound of %s accumulation (k u = %.3g > 1/2); declare "
+                        "float32 accumulation or audit shorter sums", (long long)k,
+                        tk_dtype_name(acc), (double)(k + 1) * u);
+    /* The block tk__audit_reduction allocates, in elements of 1 byte. */
+    int64_t mk, kn, mn, in_bytes, per_out;
+    per_out = tk_dtype_size(out_dtype) + 3 * 4 + 2 * 8 + 3 * 4 + 5 * 64;
+    if (!tk__mul(m, k, &mk) || !tk__mul(k, reduce == TK__REDUCE_MATMUL ? n : 0, &kn) ||
+        !tk__mul(m, n, &mn) || mk > INT64_MAX - kn ||
+        !tk__mul(mk + kn, tk_dtype_size(dtype) + 8, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
+        in_bytes > INT64_MAX - mn || (uint64_t)(in_bytes + mn) > SIZE_MAX)
+        return tk__fail(TK_EOVERFLOW, "tk_audit_add_reduction_case: %lld x %lld x %lld "
+                        "overflows the audit's working memory", (long long)m, (long long)k,
+                        (long long)n);
+    *bytes = (size_t)(in_bytes + mn);
+    return TK_OK;
+}
+
 int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
 {
     const tk__case *c = &a->cases[index];
@@ -283,11 +329,13 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     int64_t m = c->rows, n = c->cols, k = c->depth, mk = m * k, kn = mm ? k * n : 0;
     int64_t count = m * n;
     size_t es = (size_t)tk_dtype_size(c->dtype), eo = (size_t)tk_dtype_size(c->out_dtype);
-    /* One block: stored inputs and output, promoted inputs, the candidate
-     * and the oracle's cast in f32, the oracle and its alternative in float64,
-     * and three float32 planes (magnitudes, theirs, the original sums). */
+    /* One block: stored inputs and output, promoted inputs and their
+     * differences from the originals, the candidate and the oracle's cast in
+     * f32, the oracle and its alternative in float64, and three float32
+     * planes (magnitudes, theirs, the originals' share).  Its size was
+     * checked when the case was added (tk__reduction_bytes). */
     size_t sizes[] = {(size_t)(mk + kn) * es, (size_t)count * eo,
-                      (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
+                      2 * (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
                       2 * (size_t)count * sizeof(double) + 3 * (size_t)count * sizeof(float)};
     size_t off[6] = {0};
     for (int i = 0; i < 5; i++)
@@ -298,12 +346,15 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
                         off[5], (long long)index);
     char *stored = mem, *outp = mem + off[1];
     float *px = (float *)(void *)(mem + off[2]), *py = mm ? px + mk : NULL;
+    float *dx = px + mk + kn, *dy = mm ? dx + mk : NULL;
     float *cand = (float *)(void *)(mem + off[3]), *want = cand + count, *so32 = want + count;
     double *s = (double *)(void *)(mem + off[4]), *s2 = s + count;
     float *A = (float *)(s2 + count), *A2 = A + count, *o = A2 + count;
 
     tk__row_from_f32(c->dtype, c->orig, stored, mk + kn);
     tk__row_to_f32(c->dtype, stored, px, mk + kn);
+    for (int64_t e = 0; e < mk + kn; e++)   /* exact: the two are neighbours */
+        dx[e] = c->orig[e] - px[e];
     tk_matrix *in[2] = {NULL, NULL}, *out = NULL;
     int rc = tk_matrix_wrap(&in[0], c->dtype, m, k, k, stored);
     if (!rc && mm)
@@ -322,12 +373,12 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         /* float32 inputs are stored as they are: the original reference
          * is the oracle itself, and the gap has no input part. */
         bool exact = c->dtype == TK_DTYPE_F32;
-        tk__pass p = {m, k, n, px, py, c->orig, mm ? c->orig + mk : NULL, c->dtype, k};
+        tk__pass p = {m, k, n, px, py, dx, dy, mm ? c->orig + mk : NULL, c->dtype, k};
         tk__sums(&p, false, s, A, exact ? NULL : o);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         for (int64_t e = 0; e < count; e++) {
             want[e] = tk__round_to(c->out_dtype, (float)s[e]);
-            so32[e] = exact ? (float)s[e] : o[e];
+            so32[e] = (float)(exact ? s[e] : s[e] + (double)o[e]);
         }
         tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
         int64_t at = 0;
@@ -335,7 +386,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         res->ratio = tk__worst(&acc, k, count, cand, want, s, A, &at, &res->bound);
         res->ratio_row = at / n;
         res->ratio_col = at % n;
-        int d = c->dtype;
+        int d = tk__gap_dtype(c);
         tk__cmp_init(&res->impl, c->out_dtype, 0.0, 0.0, 0, TK_NAN_MATCH, true);
         tk__cmp_init(&res->gap, c->out_dtype, a->gap_atol[d], a->gap_rtol[d], -1,
                      TK_NAN_MATCH, false);
@@ -343,7 +394,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         tk__cmp_rows(&res->gap, 0, 0, m, n, cand, so32);   /* so32 is free after this */
         double in_part = 0.0, out_part = 0.0, scale = 0.0;
         for (int64_t e = 0; e < count; e++) {
-            in_part = exact ? 0.0 : fmax(in_part, fabs(s[e] - o[e]));
+            in_part = exact ? 0.0 : fmax(in_part, fabs((double)o[e]));
             out_part = fmax(out_part, fabs((double)cand[e] - s[e]));
             scale = fmax(scale, fabs(so32[e]));
         }

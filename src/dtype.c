@@ -2,6 +2,7 @@
  * ml_dtypes and numpy define them, ULP distances. */
 #include "internal.h"
 
+#include <math.h>
 #include <string.h>
 
 const char *tk_dtype_name(int dtype)
@@ -184,7 +185,10 @@ static inline int64_t tk__ordered(uint32_t u, uint32_t sign)
 uint64_t tk_ulp_distance(int dtype, float a, float b)
 {
     int64_t ia, ib;
-    if (a != a || b != b || !tk__is_float_dtype(dtype))
+    /* NaN either way, or once represented (e4m3fn has no Inf: Inf and
+     * values past 448 are its NaN). */
+    if (!tk__is_float_dtype(dtype) || isnan(tk__round_to(dtype, a)) ||
+        isnan(tk__round_to(dtype, b)))
         return UINT64_MAX;
     /* Both are represented in dtype first; its encodings, read as
      * sign-magnitude, are then adjacent for adjacent values. */

@@ -443,6 +443,13 @@ static inline bool tk__case_passed(const tk__case_result *r)
 /* Audit one reduction case (bound.c): stored inputs, the candidate, the
  * float64 oracle and bound, the gap, the diagnosis. */
 int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res);
+/* The dtype whose gap tolerance a case uses: its own, or for a reduction
+ * the less precise of its input and output dtypes. */
+int tk__gap_dtype(const tk__case *c);
+/* A reduction case's shape against its accumulation (a worst-case bound
+ * must exist) and the working memory its audit needs. */
+int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, int dtype,
+                        int out_dtype, size_t *bytes);
 
 struct tk_audit {
     const tk_kernel *k;   /* the contract; borrowed */

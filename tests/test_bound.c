@@ -141,6 +141,77 @@ Test(bound, wrong_kernels_are_named)
     cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT + 1));
 }
 
+/* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
+static int constant(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)in;
+    float *o = tk_matrix_data(out);
+    for (int64_t i = 0; i < tk_matrix_rows(out); i++)
+        o[i] = *(const float *)user;
+    return 0;
+}
+
+Test(bound, nan_and_inf_are_judged_not_skipped)
+{
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    float x[2 * 4] = {1, 2, NAN, 4, 1, INFINITY, -INFINITY, 1};   /* both sums NaN */
+    const float *orig[1] = {x};
+    const float values[3] = {0.0f, NAN, 5.0f};
+    const double want[3] = {0.0, 1.0, 0.0};   /* only a NaN candidate passes */
+    for (int v = 0; v < 3; v++) {
+        tk_audit *a;
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, constant, (void *)&values[v]), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 2, 4, 1,
+                                                 orig), TK_OK);
+        int rc = tk_audit_run(a);
+        cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), want[v], "candidate %g: %s",
+                     (double)values[v], tk_last_error_message());
+        cr_assert_eq(rc, want[v] ? TK_OK : TK_EMISMATCH);
+        if (!want[v])
+            cr_assert(isinf(res(a, 0, TK_AUDIT_BOUND_RATIO)));
+        tk_audit_destroy(a);
+    }
+    tk_kernel_destroy(k);
+}
+
+Test(bound, sums_too_deep_for_a_bound_are_refused)
+{
+    tk_kernel *k;
+    tk_audit *a;
+    float x[4] = {1, 2, 3, 4};
+    const float *orig[1] = {x};
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 1,
+                                                  (int64_t)1 << 23, 1, orig), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "k = 8388608 is too deep for a worst-case "
+                     "bound of float32 accumulation"), "%s", tk_last_error_message());
+    tk_audit_destroy(a);
+    /* bfloat16 accumulation has a useful worst-case bound only up to 127 terms. */
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_ACCUM, TK_DTYPE_BF16), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_BF16, 1, 4, 1, orig),
+                 TK_OK);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_BF16, 1, 300, 1,
+                                                  orig), TK_ERANGE);
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_BF16,
+                                                  (int64_t)1 << 40, 4, (int64_t)1 << 40,
+                                                  orig), TK_ESHAPE);
+    cr_assert_eq(tk_audit_case_count(a), 1);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+    cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    const float *two[2] = {x, x};
+    tkt_expect_status(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32,
+                                                  (int64_t)1 << 31, 1, (int64_t)1 << 31,
+                                                  two), TK_EOVERFLOW);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
 Test(bound, refusals_name_what_they_refuse)
 {
     tk_kernel *mm, *rs, *ax;

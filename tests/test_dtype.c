@@ -524,6 +524,15 @@ Test(small, ulp_distance_counts_codes)
     }
 }
 
+Test(small, ulp_distance_of_e4m3fn_nan_is_undefined)
+{
+    /* e4m3fn has no Inf: Inf and values past 448 are its NaN, no number. */
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F8E4M3FN, 448.0f, 1000.0f), UINT64_MAX);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F8E4M3FN, INFINITY, -INFINITY), UINT64_MAX);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F8E4M3FN, 448.0f, 416.0f), 1);
+    cr_assert_eq(tk_ulp_distance(TK_DTYPE_F8E5M2, INFINITY, 57344.0f), 1);
+}
+
 Test(small, bulk_conversions_check_their_arguments)
 {
     float x[4] = {1, 2, 3, 4};

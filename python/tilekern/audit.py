@@ -101,8 +101,9 @@ def _candidate_trampoline(fn, n_inputs):
         if result.shape != out.shape:
             raise errors.ShapeError(f"the candidate returned shape {result.shape} for a "
                                     f"{out.shape[0]}x{out.shape[1]} case")
-        if result.dtype != out.dtype and not (
-                result.dtype == np.uint16 and out.dtype.itemsize == 2):
+        if result.dtype != out.dtype and not (   # or the bits of a 2- or 1-byte dtype
+                result.dtype.kind == "u" and result.dtype.itemsize == out.dtype.itemsize
+                and out.dtype.itemsize < 4):
             raise errors.DtypeError(f"the candidate returned {result.dtype} for a "
                                     f"{out.dtype} case")
         np.copyto(out.view(result.dtype), result, casting="no")
