@@ -159,3 +159,31 @@ def test_bad_input_is_refused_clearly():
             tk.Kernel.matmul().run(t, [x, x])
     with pytest.raises(tk.InvalidArgumentError, match="own code"):
         tk.Kernel.matmul().arith = "xla"
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "pairwise", "blocked 32"])
+def test_every_summation_order_in_float32_is_within_the_bound(order):
+    # The bound is for any order: each of these f32 row sums must pass, on
+    # data that cancels (mixed signs) and on data that does not.
+    def row_sum(x):
+        v = f32(x)
+        if order == "pairwise":
+            return v.sum(axis=1, keepdims=True, dtype=np.float32).astype(x.dtype)
+        cols = range(v.shape[1])
+        if order == "descending":
+            cols = reversed(cols)
+        acc = np.zeros((v.shape[0], 1), np.float32)
+        if order == "blocked 32":
+            for k0 in range(0, v.shape[1], 32):
+                acc += v[:, k0:k0 + 32].sum(axis=1, keepdims=True, dtype=np.float32)
+        else:
+            for k in cols:
+                acc += v[:, k:k + 1]
+        return acc.astype(x.dtype)
+
+    for seed in range(3):
+        r = tk.audit_row_sum(row_sum, shapes=[(64, 1000), (33, 4099)],
+                             dtypes=["float32", "bfloat16", "float16"], seed=seed)
+        assert r.passed, r.summary()
+        ratios = [c.bound_ratio for c in r.cases if c.dtype == "float32"]
+        assert max(ratios) < 1.0 and max(ratios) > 0.0
