@@ -164,7 +164,7 @@ def pipelined_axpy(x, y, alpha, block, buffers, no_pipelining=False, fused=False
 
 @functools.lru_cache(maxsize=None)
 def _racy(shape, dtype, block, grid, alpha):
-    body = _axpy_body(alpha, fused)
+    body = _axpy_body(alpha, False)
 
     def kernel(x_hbm, y_hbm, o_ref, xs, ys, sems, p_ref):
         i, j = pl.program_id(0), pl.program_id(1)
