@@ -6,7 +6,7 @@
  * and float8_e5m2.  Expanding runs at memory speed (limit 1.2, as for
  * bf16).  Narrowing does not yet: its branch-free rounding, a normal and a
  * subnormal path on every lane, costs about 2 cycles an element on AVX2
- * (1.3 to 1.9 measured), so its limit is 2.5 until hardware conversions
+ * (1.3 to 2.2 measured), so its limit is 2.5 until hardware conversions
  * (F16C, AVX-512) are dispatched.  Prints `name: ratio` lines and exits 1
  * when a ratio is over its limit. */
 #include "bench.h"
