@@ -114,21 +114,21 @@ static inline uint32_t tk__sel(bool c, uint32_t a, uint32_t b)
  * f32 at u to eb exponent and mb mantissa bits, nearest even, subnormals
  * kept.  The result is the magnitude's encoding, past the largest finite
  * one on overflow; Inf, NaN and the sign are left to the caller.  A target
- * normal rebiases the exponent and rounds the dropped bits as bf16 does; a
- * target subnormal shifts the significand, implicit bit included, down to
- * the format's quantum.  Both are computed and one is picked. */
+ * normal rebiases the exponent and rounds the dropped bits as bf16 does.
+ * A target subnormal is |x| added to 2^(24 - bias - mb), whose last place
+ * is the format's quantum: the addition rounds |x| to it, nearest even
+ * under the default rounding mode that all the library's arithmetic
+ * assumes, and the sum's low bits are the code (an integer shift per lane
+ * instead measured 1.5 to 2.2x memcpy).  Both are computed and one is
+ * picked. */
 static inline uint32_t tk__narrow(uint32_t u, int eb, int mb)
 {
     const int bias = (1 << (eb - 1)) - 1, shift = 23 - mb;
-    uint32_t a = u & 0x7FFFFFFFu, e = a >> 23;
+    const uint32_t magic = (uint32_t)(151 - bias - mb) << 23;
+    uint32_t a = u & 0x7FFFFFFFu;
     uint32_t t = a - ((uint32_t)(127 - bias) << 23);
     uint32_t normal = (t + (1u << (shift - 1)) - 1 + ((t >> shift) & 1)) >> shift;
-    uint32_t m = (a & 0x7FFFFFu) | (uint32_t)(e != 0) << 23;
-    /* The shift, in [1, 31] on every lane (it wraps where the normal path
-     * is picked); only [24 - mb, 31] matters. */
-    uint32_t s = (uint32_t)(151 - bias - mb) - (e > 1 ? e : 1);
-    s = (s - 1 < 30 ? s - 1 : 30) + 1;
-    uint32_t sub = (m + (1u << (s - 1)) - 1 + ((m >> s) & 1)) >> s;
+    uint32_t sub = tk__f32_bits(tk__f32_value(a) + tk__f32_value(magic)) - magic;
     return tk__sel(a >= (uint32_t)(128 - bias) << 23, normal, sub);
 }
 
