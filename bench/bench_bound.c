@@ -8,7 +8,7 @@
  * a user writes first), timed interleaved in the same run (median of 3).
  * The candidate alone is one baseline; the oracle's float64 sums, two rows
  * at a time, cost about two more: 2.95 to 3.1 on the quiet development
- * machine, 2.6 to 3.9 with other work on it (four rows at a time, or the
+ * machine, 2.4 to 4.1 with other work on it (four rows at a time, or the
  * original data's share in the same pass, measured slower).  The aim is
  * 3.0; the limit, until the sums are threaded or use AVX-512, is 4.5.
  * Prints `name: ratio` and exits 1 when the ratio is over it. */

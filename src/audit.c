@@ -222,14 +222,11 @@ int tk_audit_add_reduction_case(tk_audit *a, int dtype, int out_dtype, int64_t m
         if (!originals[i])
             return tk__fail(TK_EINVAL, "%s: originals[%d] is NULL (the contract has %d "
                             "inputs)", fn, i, a->k->n_inputs);
-    size_t bytes;
-    int rc = tk__reduction_check(acc, reduce, m, k, n, dtype, out_dtype, &bytes);
-    if (rc)
-        return rc;
-    int64_t mk = m * k, kn = k * n;   /* checked just above */
-    rc = tk__bytes(mk + (reduce == TK__REDUCE_MATMUL ? kn : 0), 1, sizeof(float), &bytes);
+    int rc = tk__reduction_check(acc, reduce, m, k, n, dtype, out_dtype);
     if (rc || (rc = tk__grow(a, fn)))
         return rc;
+    int64_t mk = m * k, kn = k * n;   /* no overflow: checked just above */
+    size_t bytes = (size_t)(mk + (reduce == TK__REDUCE_MATMUL ? kn : 0)) * sizeof(float);
     float *copy = malloc(bytes);
     if (!copy)
         return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes", fn, bytes);

@@ -119,8 +119,9 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
     for (int64_t k0 = 0; k0 < p->k_end; k0 += KB) {
         int64_t k1 = k0 + KB < p->k_end ? k0 + KB : p->k_end;
         /* Two rows of x at a time share each load and conversion of y. */
-        for (int64_t i = 0; i < m; i += 2) {
-            bool two = i + 1 < m && !round;
+        for (int64_t i = 0, rows; i < m; i += rows) {
+            rows = i + 1 < m && !round ? 2 : 1;
+            bool two = rows == 2;
             double *s0 = s + i * n, *s1 = two ? s0 + n : s0;
             float *A0 = A + i * n, *A1 = two ? A0 + n : A0;
             for (int64_t k = k0; k < k1; k++) {
@@ -149,7 +150,7 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
                         A0[j] += b0 * fabsf(yk[j]);
                     }
                 }
-                for (int64_t r = i; o && r < i + (two ? 2 : 1); r++) {
+                for (int64_t r = i; o && r < i + rows; r++) {
                     float da = p->dx[r * p->k + k], xa = p->x[r * p->k + k];
                     float *orow = o + r * n;
                     const float *oyk = p->oy + k * n, *dyk = p->dy + k * n;
@@ -157,8 +158,6 @@ TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, 
                         orow[j] += da * oyk[j] + xa * dyk[j];
                 }
             }
-            if (!two)
-                i -= 1;   /* one row done, not two */
         }
     }
 }
@@ -296,7 +295,7 @@ int tk__gap_dtype(const tk__case *c)
 }
 
 int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, int dtype,
-                        int out_dtype, size_t *bytes)
+                        int out_dtype)
 {
     double u, eta;
     tk__unit(acc, &u, &eta);
@@ -317,7 +316,6 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_reduction_case: %lld x %lld x %lld "
                         "overflows the audit's working memory", (long long)m, (long long)k,
                         (long long)n);
-    *bytes = (size_t)(in_bytes + mn);
     return TK_OK;
 }
 

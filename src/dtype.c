@@ -76,7 +76,7 @@ int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
 }
 
 /* The f16 and fp8 loops: one per direction and dtype, so each inlines its
- * element rule and vectorizes (AVX2 has the per-lane shifts it needs). */
+ * element rule and vectorizes. */
 TK_HOT static void tk__f16_from_loop(uint16_t *restrict d, const float *restrict s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -140,8 +140,8 @@ static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void
                           size_t n)
 {
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "%s: dtype %d is not a float dtype (float32, "
-                        "bfloat16, float16, float8_e4m3fn or float8_e5m2)", fn, dtype);
+        return tk__fail(TK_EDTYPE, "%s: dtype %d is not a float dtype (" TK__FLOAT_DTYPES
+                        ")", fn, dtype);
     if (n && (!dst || !src))
         return tk__fail(TK_EINVAL, "%s: %s is NULL with n = %zu", fn,
                         !dst ? "dst" : "src", n);

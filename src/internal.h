@@ -447,9 +447,10 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res);
  * the less precise of its input and output dtypes. */
 int tk__gap_dtype(const tk__case *c);
 /* A reduction case's shape against its accumulation (a worst-case bound
- * must exist) and the working memory its audit needs. */
+ * must exist) and the working memory its audit needs (it must not
+ * overflow, which also bounds the copy of the originals). */
 int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, int dtype,
-                        int out_dtype, size_t *bytes);
+                        int out_dtype);
 
 struct tk_audit {
     const tk_kernel *k;   /* the contract; borrowed */
