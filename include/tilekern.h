@@ -28,7 +28,7 @@ extern "C" {
 
 /* The Makefile reads these three lines: keep their form. */
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 4
+#define TK_VERSION_MINOR 5
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER \
     (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
@@ -63,6 +63,9 @@ extern "C" {
 
 TK_API unsigned tk_version_number(void);
 TK_API const char *tk_version_string(void);
+/* One line of key=value words: version, the dispatched path in use (isa),
+ * the best one this CPU has (cpu), what TK_ISA asked, the compiler. */
+TK_API const char *tk_build_info(void);
 TK_API const char *tk_strerror(int status);
 TK_API const char *tk_status_name(int status);
 TK_API const char *tk_last_error_message(void);

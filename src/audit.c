@@ -319,8 +319,8 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
  * prefetched a line per 16 elements as this block converts: the hardware
  * prefetcher stops at each 4 KiB page and idles while a block computes,
  * so each block otherwise starts on cold reads. */
-TK_HOT static void tk__store(int dtype, const float *restrict src, void *restrict dst,
-                             float *restrict p, int64_t n, int64_t ahead)
+TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst, float *restrict p, int64_t n, int64_t ahead),
+            (dtype, src, dst, p, n, ahead))
 {
     if (dtype == TK_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof *src);
@@ -358,9 +358,8 @@ static inline int32_t tk__max_abs_bits(int32_t m, float v)
 /* The oracle: t cast once, stored at dst and promoted back in o; with it,
  * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|, in one
  * pass.  In f32 the cast is exact and |o - t| is 0. */
-TK_HOT static void tk__cast_parts(int dtype, const float *restrict t,
-                                  const float *restrict ref, void *restrict dst,
-                                  float *restrict o, int64_t n, int32_t part[3])
+TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *restrict ref, void *restrict dst, float *restrict o, int64_t n, int32_t part[3]),
+            (dtype, t, ref, dst, o, n, part))
 {
     int32_t in_part = part[0], out_part = part[1], scale = part[2];
     if (dtype == TK_DTYPE_F32) {

@@ -98,7 +98,8 @@ typedef struct {
  * at a time so the loops vectorize, and k in blocks so a block of y stays
  * in cache while every row of x uses it.  (All three in float64 measured
  * 3.3x a plain f32 matmul at 1024^3; this, about 2x.) */
-TK_HOT static void tk__sums(const tk__pass *p, bool round, double *s, float *A, float *o)
+TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, float *A, float *o),
+            (p, round, s, A, o))
 {
     enum { KB = 64 };
     int64_t n = p->n, m = p->m;

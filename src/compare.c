@@ -185,8 +185,8 @@ static void tk__cmp_self_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
  * changing nothing, when a difference is not finite (as it is wherever a
  * value is): the caller takes the general path.  Finite differences are
  * non-negative, so their bit patterns order like their values. */
-TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
-                                        int64_t n, const float *a, const float *e)
+static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
+                                        const float *a, const float *e)
 {
     const float up = 1.0f + 0x1p-20f, down = 1.0f - 0x1p-20f;
     /* Tolerances outside float's normal range get no screen. */
@@ -253,9 +253,8 @@ TK_HOT static bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0,
     return true;
 }
 
-TK_HOT static void tk__cmp_block(tk__cmp *s, int64_t row0, int64_t col0,
-                                 int64_t rows, int64_t cols, const float *actual,
-                                 const float *expected)
+TK_DISPATCH(tk__cmp_block, (tk__cmp *s, int64_t row0, int64_t col0, int64_t rows, int64_t cols, const float *actual, const float *expected),
+            (s, row0, col0, rows, cols, actual, expected))
 {
     for (int64_t i = 0; i < rows; i++) {
         const float *a = actual + i * cols, *e = expected + i * cols;

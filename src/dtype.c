@@ -37,16 +37,16 @@ float tk_bf16_to_f32(uint16_t b) { return tk__bf16_to(b); }
 
 /* The bulk loops are written branch-free over raw bits so the compiler
  * vectorizes them; they run at memory speed (see `make bench`). */
-static void tk__bf16_from_f32_loop(uint16_t *restrict dst,
-                                   const float *restrict src, size_t n)
+TK_DISPATCH(tk__bf16_from_f32_loop, (uint16_t *restrict dst, const float *restrict src, size_t n),
+            (dst, src, n))
 {
     const uint32_t *s = (const uint32_t *)(const void *)src;
     for (size_t i = 0; i < n; i++)
         dst[i] = (uint16_t)(tk__bf16_round(s[i]) >> 16);
 }
 
-static void tk__bf16_to_f32_loop(float *restrict dst,
-                                 const uint16_t *restrict src, size_t n)
+TK_DISPATCH(tk__bf16_to_f32_loop, (float *restrict dst, const uint16_t *restrict src, size_t n),
+            (dst, src, n))
 {
     uint32_t *d = (uint32_t *)(void *)dst;
     for (size_t i = 0; i < n; i++)
@@ -77,37 +77,43 @@ int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
 
 /* The f16 and fp8 loops: one per direction and dtype, so each inlines its
  * element rule and vectorizes. */
-TK_HOT static void tk__f16_from_loop(uint16_t *restrict d, const float *restrict s, size_t n)
+TK_DISPATCH(tk__f16_from_loop, (uint16_t *restrict d, const float *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__f16_from(s[i]);
 }
 
-TK_HOT static void tk__f16_to_loop(float *restrict d, const uint16_t *restrict s, size_t n)
+TK_DISPATCH(tk__f16_to_loop, (float *restrict d, const uint16_t *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__f16_to(s[i]);
 }
 
-TK_HOT static void tk__e4m3_from_loop(uint8_t *restrict d, const float *restrict s, size_t n)
+TK_DISPATCH(tk__e4m3_from_loop, (uint8_t *restrict d, const float *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__e4m3_from(s[i]);
 }
 
-TK_HOT static void tk__e4m3_to_loop(float *restrict d, const uint8_t *restrict s, size_t n)
+TK_DISPATCH(tk__e4m3_to_loop, (float *restrict d, const uint8_t *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__e4m3_to(s[i]);
 }
 
-TK_HOT static void tk__e5m2_from_loop(uint8_t *restrict d, const float *restrict s, size_t n)
+TK_DISPATCH(tk__e5m2_from_loop, (uint8_t *restrict d, const float *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__e5m2_from(s[i]);
 }
 
-TK_HOT static void tk__e5m2_to_loop(float *restrict d, const uint8_t *restrict s, size_t n)
+TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, size_t n),
+            (d, s, n))
 {
     for (size_t i = 0; i < n; i++)
         d[i] = tk__e5m2_to(s[i]);

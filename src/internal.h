@@ -358,28 +358,72 @@ struct tk_tiling {
     int tail;                        /* a TK_TAIL_* value */
 };
 
+/* ---- run-time dispatch (isa.c) ------------------------------------------- */
+
+#define TK__STR2(x) #x
+#define TK__STR(x) TK__STR2(x)
+
+/* The compiled paths of the hot loops, in order of preference. */
+enum { TK__ISA_PORTABLE, TK__ISA_AVX2, TK__ISA_AVX512, TK__N_ISA };
+
+extern _Atomic int tk__isa_level;
+int tk__isa_init(void);
+
+/* The path in use: chosen on first use, from the CPU and TK_ISA. */
+static inline int tk__isa(void)
+{
+    int v = atomic_load_explicit(&tk__isa_level, memory_order_relaxed);
+    return v >= 0 ? v : tk__isa_init();
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TK__ISA_X86 1
+/* flatten inlines every helper into each path, so none runs as a
+ * baseline-ISA call.  No path changes a result: the IEEE operations are
+ * the same on each, and -ffp-contract=off keeps FMA out unless asked. */
+#define TK__ON_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,popcnt"), flatten))
+#define TK__ON_AVX512                                                               \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi,bmi2,popcnt"),                                                \
+                   flatten))
+/* TK_DISPATCH(name, (params), (args)) { body } defines a static void
+ * function whose body is compiled once per path and run on the path
+ * tk__isa() picks; TK_DISPATCH_RET does the same for a non-void type. */
+#define TK_DISPATCH_RET(type, name, params, args)                                    \
+    static inline __attribute__((always_inline)) type name##_all params;           \
+    TK__ON_AVX512 static type name##_avx512 params { return name##_all args; }      \
+    TK__ON_AVX2 static type name##_avx2 params { return name##_all args; }          \
+    __attribute__((flatten)) static type name##_portable params { return name##_all args; } \
+    static type name params                                                           \
+    {                                                                                 \
+        int isa = tk__isa();                                                          \
+        return isa == TK__ISA_AVX512 ? name##_avx512 args                            \
+               : isa == TK__ISA_AVX2 ? name##_avx2 args : name##_portable args;        \
+    }                                                                                 \
+    static inline __attribute__((always_inline)) type name##_all params
+#define TK_DISPATCH(name, params, args)                                               \
+    static inline __attribute__((always_inline)) void name##_all params;           \
+    TK__ON_AVX512 static void name##_avx512 params { name##_all args; }             \
+    TK__ON_AVX2 static void name##_avx2 params { name##_all args; }                 \
+    __attribute__((flatten)) static void name##_portable params { name##_all args; } \
+    static void name params                                                           \
+    {                                                                                 \
+        int isa = tk__isa();                                                          \
+        if (isa == TK__ISA_AVX512)                                                    \
+            name##_avx512 args;                                                       \
+        else if (isa == TK__ISA_AVX2)                                                 \
+            name##_avx2 args;                                                         \
+        else                                                                          \
+            name##_portable args;                                                     \
+    }                                                                                 \
+    static inline __attribute__((always_inline)) void name##_all params
+#else
+#define TK__ISA_X86 0
+#define TK_DISPATCH_RET(type, name, params, args) static type name params
+#define TK_DISPATCH(name, params, args) static void name params
+#endif
+
 /* ---- comparison, audit and reports (compare.c, audit.c, report.c) ----- */
 
-/* The audit's hot loops are also compiled for AVX2 and picked when the
- * library loads (an ifunc); the default clone keeps the baseline ISA.
- * Both clones compute the same bits: no FMA, the same IEEE operations.
- * Only for static functions: Clang resolves clones within their file. */
-/* ThreadSanitizer cannot run ifunc resolvers (they run before its runtime
- * is up and crash the program before main): a TSan build keeps the default
- * clone, which computes the same bits. */
-#if defined(__SANITIZE_THREAD__)
-#define TK__NO_CLONES 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TK__NO_CLONES 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && \
-    (!defined(__clang__) || __clang_major__ >= 14) && !defined(TK__NO_CLONES)
-#define TK_HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define TK_HOT
-#endif
 
 /* Where a maximum (or the first mismatch) was seen. */
 typedef struct tk__where {

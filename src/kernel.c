@@ -42,7 +42,7 @@ struct tk__kernel_box {
     size_t undo_bytes;
 };
 
-TK_HOT static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                                 const float *const *in, float *out);
 
 static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
@@ -337,8 +337,8 @@ static inline void tk__axpy_group(float *out, const float *x, const float *y, in
  * run) and is walked row by row, which measured faster there.  Streaming
  * is for rows of at least two lines: narrower ones would leave most lines
  * written in pieces. */
-TK_HOT static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
-                                const float *const *in, float *out)
+TK_DISPATCH_RET(int, tk__axpy_body, (void *user, int64_t rows, int64_t cols, int64_t ld, const float *const *in, float *out),
+                (user, rows, cols, ld, in, out))
 {
     const struct tk__axpy *p = user;
     const float a = p->alpha, *x = in[0], *y = in[1];
@@ -515,8 +515,8 @@ typedef struct {
  * rows ld elements apart, TK__GROUP rows at a time, a line of each row and
  * both operands in turn: the reason of tk__axpy_group, and a loop over any
  * number of operands measured 10% slower than pairs. */
-TK_HOT static void tk__stage_pair(int dtype, tk__src a, tk__src b, int64_t ld, int64_t h,
-                                  int64_t w)
+TK_DISPATCH(tk__stage_pair, (int dtype, tk__src a, tk__src b, int64_t ld, int64_t h, int64_t w),
+            (dtype, a, b, ld, h, w))
 {
     int64_t es = tk_dtype_size(dtype), r = 0;
     for (; r + TK__GROUP <= h; r += TK__GROUP) {
@@ -554,8 +554,8 @@ static void tk__stage_in(const tk__exec *e, tk__rect src, int64_t ld)
 
 /* h x w f32 results at src (rows ld apart) into stored rows `pitch` bytes
  * apart at dst, rounding once to `dtype`, in the order of tk__stage_pair. */
-TK_HOT static void tk__stage_out(int dtype, const float *src, int64_t ld, unsigned char *dst,
-                                 int64_t pitch, int64_t h, int64_t w)
+TK_DISPATCH(tk__stage_out, (int dtype, const float *src, int64_t ld, unsigned char *dst, int64_t pitch, int64_t h, int64_t w),
+            (dtype, src, ld, dst, pitch, h, w))
 {
     int64_t es = tk_dtype_size(dtype), r = 0;
     for (; r + TK__GROUP <= h; r += TK__GROUP) {

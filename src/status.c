@@ -5,16 +5,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#define TK_STR2(x) #x
-#define TK_STR(x) TK_STR2(x)
-
 static _Thread_local char tk__message[512];
 
 unsigned tk_version_number(void) { return TK_VERSION_NUMBER; }
 
 const char *tk_version_string(void)
 {
-    return TK_STR(TK_VERSION_MAJOR) "." TK_STR(TK_VERSION_MINOR) "." TK_STR(
+    return TK__STR(TK_VERSION_MAJOR) "." TK__STR(TK_VERSION_MINOR) "." TK__STR(
         TK_VERSION_PATCH);
 }
 

@@ -47,6 +47,32 @@ Test(status, version_matches_header)
                             TK_VERSION_PATCH));
 }
 
+/* The build line: its words in order, a known path, the path in use never
+ * above the CPU's, and the same text on every call; no call changes the
+ * thread's last error message. */
+Test(status, build_info_names_the_dispatched_path)
+{
+    const char *before = tk_last_error_message();
+    char version[16], isa[16], cpu[16], asked[16], cc[32];
+    const char *line = tk_build_info();
+    cr_assert_eq(sscanf(line, "version=%15s isa=%15s cpu=%15s TK_ISA=%15s compiler=%31s",
+                        version, isa, cpu, asked, cc),
+                 5, "%s", line);
+    cr_assert_str_eq(version, tk_version_string());
+    const char *paths[] = {"portable", "avx2", "avx512"};
+    int in_use = -1, best = -1;
+    for (int i = 0; i < 3; i++) {
+        in_use = strcmp(isa, paths[i]) == 0 ? i : in_use;
+        best = strcmp(cpu, paths[i]) == 0 ? i : best;
+    }
+    cr_assert(in_use >= 0 && best >= in_use, "%s", line);
+    const char *env = getenv("TK_ISA");
+    if (!env || !*env)
+        cr_assert(strcmp(asked, "unset") == 0 && in_use == best, "%s", line);
+    cr_assert_eq(tk_build_info(), line);
+    cr_assert_str_eq(tk_last_error_message(), before);
+}
+
 Test(status, message_names_offending_values)
 {
     tk_matrix *m = (tk_matrix *)&m;

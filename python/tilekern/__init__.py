@@ -39,10 +39,19 @@ def version() -> str:
     return lib.tk_version_string().decode()
 
 
+def build_info() -> dict:
+    """The loaded library's build and dispatch, as tk_build_info(3) gives it:
+    ``version``, ``isa`` (the compiled path of the hot loops in use: ``portable``,
+    ``avx2`` or ``avx512``), ``cpu`` (the best path this CPU runs), ``TK_ISA``
+    (what that variable asked when the library chose: a path, ``unset`` or
+    ``unknown``) and ``compiler``."""
+    return dict(word.split("=", 1) for word in lib.tk_build_info().decode().split())
+
+
 __all__ = ["Audit", "AuditResult", "Bench", "BenchResult", "BlockSpec", "Call",
            "CaseResult", "Compare", "Step",
            "ARITH", "DTYPES", "Device", "Hazard", "Kernel", "LIBRARY_PATH", "Matrix", "Pipeline",
            "Tiling", "amdahl", "audit", "audit_matmul", "audit_row_sum", "benchmark",
-           "bf16_from_f32", "bf16_to_f32",
+           "bf16_from_f32", "bf16_to_f32", "build_info",
            "from_f32", "to_f32", "median", "percentile", "rounding_counterexample", "ulp_distance",
            "version"] + errors.__all__

@@ -21,7 +21,7 @@ from . import errors
 
 # The library version this package was written for: older ones lack calls
 # the package makes; a different major version has a different ABI.
-REQUIRED_VERSION = (0, 4, 0)
+REQUIRED_VERSION = (0, 5, 0)
 
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
@@ -255,6 +255,7 @@ FUNCTIONS = [
     # status model
     ("tk_version_number", [], ctypes.c_uint),
     ("tk_version_string", [], c_char_p),
+    ("tk_build_info", [], c_char_p),
     ("tk_strerror", [c_int], c_char_p),
     ("tk_status_name", [c_int], c_char_p),
     ("tk_last_error_message", [], c_char_p),

@@ -58,7 +58,7 @@ def test_a_too_old_library_is_refused(tmp_path):
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     run = run_import("import tilekern", {"TK_LIBRARY": str(so)}, tmp_path)
     assert run.returncode != 0
-    assert "is libtilekern 0.1.9; this package needs 0.4.0" in run.stderr
+    assert "is libtilekern 0.1.9; this package needs 0.5.0" in run.stderr
 
 
 def test_every_integer_constant_mirrors_the_header():

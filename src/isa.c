@@ -1,0 +1,85 @@
+/* isa.c - run-time dispatch: which compiled path of the hot loops runs.
+ *
+ * The hot loops are written once in portable C and compiled once per path
+ * (TK_DISPATCH in internal.h); this file picks the path on first use from
+ * what the CPU has and from TK_ISA, read once.  No ifunc: a resolver runs
+ * before sanitizer runtimes are up, a first-use choice runs under TSan,
+ * ASan and valgrind (which hides the CPU features it cannot emulate). */
+#include "internal.h"
+
+#include <stdlib.h>
+
+static const char *const tk__isa_names[TK__N_ISA] = {"portable", "avx2", "avx512"};
+
+/* The best path this CPU (and its OS, for the AVX register state) runs. */
+static int tk__isa_cpu(void)
+{
+#if TK__ISA_X86
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("bmi2");
+    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                  __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return avx512 ? TK__ISA_AVX512 : avx2 ? TK__ISA_AVX2 : TK__ISA_PORTABLE;
+#else
+    return TK__ISA_PORTABLE;
+#endif
+}
+
+/* -1 before the choice; then the path.  Relaxed: every thread that races
+ * to make the choice computes the same value. */
+_Atomic int tk__isa_level = -1;
+
+/* What TK_ISA asked for: a path, -1 unset or empty, -2 not a path name. */
+static int tk__isa_asked(void)
+{
+    const char *v = getenv("TK_ISA");
+    if (!v || !*v)
+        return -1;
+    for (int i = 0; i < TK__N_ISA; i++)
+        if (strcmp(v, tk__isa_names[i]) == 0)
+            return i;
+    return -2;
+}
+
+int tk__isa_init(void)
+{
+    int cpu = tk__isa_cpu(), asked = tk__isa_asked();
+    /* A forced path the CPU lacks would fault: the best one below it runs. */
+    int isa = asked < 0 ? cpu : asked < cpu ? asked : cpu;
+    atomic_store_explicit(&tk__isa_level, isa, memory_order_relaxed);
+    return isa;
+}
+
+const char *tk_build_info(void)
+{
+    /* Every value is one of a few constants, so the line is assembled into
+     * a buffer once; a second caller waits for the first to finish it. */
+    static char line[256];
+    static atomic_int state;   /* 0 empty, 1 being written, 2 ready */
+    int expect = 0;
+    if (atomic_load_explicit(&state, memory_order_acquire) == 2)
+        return line;
+    if (!atomic_compare_exchange_strong_explicit(&state, &expect, 1, memory_order_acquire,
+                                                 memory_order_acquire)) {
+        while (atomic_load_explicit(&state, memory_order_acquire) != 2)
+            ;
+        return line;
+    }
+    int asked = tk__isa_asked();
+    const char *asked_name = asked == -1 ? "unset" : asked == -2 ? "unknown"
+                                                                 : tk__isa_names[asked];
+#if defined(__clang__)
+    const char *cc = "clang-" TK__STR(__clang_major__) "." TK__STR(__clang_minor__);
+#elif defined(__GNUC__)
+    const char *cc = "gcc-" TK__STR(__GNUC__) "." TK__STR(__GNUC_MINOR__);
+#else
+    const char *cc = "unknown";
+#endif
+    snprintf(line, sizeof line, "version=%s isa=%s cpu=%s TK_ISA=%s compiler=%s",
+             tk_version_string(), tk__isa_names[tk__isa()], tk__isa_names[tk__isa_cpu()],
+             asked_name, cc);
+    atomic_store_explicit(&state, 2, memory_order_release);
+    return line;
+}

@@ -1,0 +1,101 @@
+"""Run-time dispatch: TK_ISA forces a compiled path, tk_build_info names it,
+and every path this CPU runs converts all 2**32 float32 patterns exactly as
+the portable C does.  The library reads TK_ISA once, so each path runs in a
+process of its own."""
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tilekern as tk
+
+PATHS = ("portable", "avx2", "avx512")
+CPU = tk.build_info()["cpu"]
+RUNNABLE = PATHS[:PATHS.index(CPU) + 1]
+
+
+def _python(code, isa):
+    env = dict(os.environ, TK_ISA=isa, TK_LIBRARY=tk.LIBRARY_PATH)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_build_info_has_every_field():
+    info = tk.build_info()
+    assert set(info) == {"version", "isa", "cpu", "TK_ISA", "compiler"}
+    assert info["version"] == tk.version()
+    assert info["cpu"] in PATHS
+
+
+@pytest.mark.parametrize("asked", PATHS + ("", "sse9"))
+def test_tk_isa_picks_the_path_or_the_best_below_it(asked):
+    out = _python("import tilekern as tk; print(tk.build_info())", asked)
+    info = ast.literal_eval(out)
+    want = asked if asked in RUNNABLE else CPU
+    assert info["isa"] == want
+    assert info["cpu"] == CPU
+    assert info["TK_ISA"] == {"": "unset", "sse9": "unknown"}.get(asked, asked)
+
+
+# In each path's process: bf16 of every f32 pattern against ml_dtypes bit for
+# bit, and a digest per chunk of every other narrowing, compared across paths
+# (the default path's results are compared with the references exhaustively in
+# test_exhaustive.py).
+_ALL_INPUTS = """
+    import hashlib
+    import ml_dtypes
+    import numpy as np
+    import tilekern as tk
+    CHUNK = 1 << 24
+    bits = np.arange(CHUNK, dtype=np.uint32)
+    digests = []
+    for start in range(0, 1 << 32, CHUNK):
+        u = bits + np.uint32(start)
+        f = u.view(np.float32)
+        got = tk.bf16_from_f32(f)
+        with np.errstate(invalid="ignore"):
+            want = f.astype(ml_dtypes.bfloat16).view(np.uint16)
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (f"f32 0x{int(u[bad[0]]):08x}: tilekern 0x{int(got[bad[0]]):04x}, "
+                               f"ml_dtypes 0x{int(want[bad[0]]):04x}")
+        h = hashlib.blake2b(digest_size=16)
+        for name in ("float16", "float8_e4m3fn", "float8_e5m2"):
+            h.update(tk.from_f32(f, name).tobytes())
+        digests.append(h.hexdigest())
+    print(tk.build_info()["isa"], " ".join(digests))
+"""
+
+
+@pytest.fixture(scope="module")
+def digests():
+    """Each path's process, two at a time (the machines have two cores)."""
+    procs = {}
+    for isa in RUNNABLE:
+        env = dict(os.environ, TK_ISA=isa, TK_LIBRARY=tk.LIBRARY_PATH)
+        procs[isa] = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_ALL_INPUTS)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+        if len(procs) % 2 == 0:
+            procs[isa].wait()
+    out = {}
+    for isa, p in procs.items():
+        stdout, stderr = p.communicate(timeout=900)
+        out[isa] = (p.returncode, stdout.split(), stderr)
+    return out
+
+
+@pytest.mark.parametrize("isa", PATHS)
+def test_every_path_equals_portable_on_all_2_32_inputs(isa, digests):
+    if isa not in RUNNABLE:
+        pytest.skip(f"this CPU runs {CPU} at best, not {isa}")
+    rc, words, stderr = digests[isa]
+    assert rc == 0, stderr
+    assert words[0] == isa
+    portable = digests["portable"][1]
+    bad = [i for i, (a, b) in enumerate(zip(words[1:], portable[1:])) if a != b]
+    assert len(words) == len(portable) and not bad, (
+        f"{isa}: f32 patterns from 0x{bad[0] << 24:08x} narrow differently from the portable path")
