@@ -40,7 +40,7 @@ SRC  := $(sort $(wildcard src/*.c))
 OBJ  := $(SRC:src/%.c=$(B)/obj/%.o)
 TESTS := $(patsubst tests/%.c,$(B)/tests/%,$(sort $(wildcard tests/test_*.c)))
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
-BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(sort $(filter-out bench/candidate.c,$(wildcard bench/*.c))))
+BENCHES := $(patsubst bench/%.c,$(B)/bench/%,$(sort $(filter-out bench/candidate.c bench/native.c,$(wildcard bench/*.c))))
 MAN3 := $(sort $(wildcard man/man3/*.3))
 MAN7 := $(sort $(wildcard man/man7/*.7))
 
@@ -89,8 +89,12 @@ $(B)/examples/%: examples/%.c $(HDR) $(L)/libtilekern.so | $(B)/examples
 
 # Benchmarks link the static library and build with -O3 like the baselines
 # they compare against; never installed.
-$(B)/bench/%: bench/%.c bench/bench.h $(HDR) $(ALIB) | $(B)/bench
-	$(CC) $(ALL_CFLAGS) -O3 -Ibench -o $@ $< $(ALIB) $(LDLIBS)
+$(B)/bench/%: bench/%.c bench/bench.h $(B)/bench/native.o $(HDR) $(ALIB) | $(B)/bench
+	$(CC) $(ALL_CFLAGS) -O3 -Ibench -o $@ $< $(B)/bench/native.o $(ALIB) $(LDLIBS)
+
+# The baselines a user would write, built for the machine running the bench.
+$(B)/bench/native.o: bench/native.c bench/bench.h $(HDR) | $(B)/bench
+	$(CC) $(ALL_CFLAGS) -O3 -march=native -Ibench -c -o $@ $<
 
 examples: $(EXAMPLES)
 tests: $(TESTS) $(EXAMPLES)

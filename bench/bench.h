@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <tilekern.h>
+
 static inline double bench_now(void)
 {
     struct timespec ts;
@@ -49,5 +51,30 @@ static inline void bench_interleaved(bench_fn *fns, void **ctx, int n_fns,
         med[f] = bench_median(s + f * reps, reps);
     free(s);
 }
+
+/* One line naming the library's build and dispatched path and the CPU
+ * model, so that every figure says what it was measured on. */
+static inline void bench_build_line(const char *prog)
+{
+    char model[128] = "unknown", line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+            model[strcspn(model, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+    printf("%s: build: %s; cpu model: %s\n", prog, tk_build_info(), model);
+}
+
+/* The baselines, in native.c: compiled with -O3 -march=native. */
+void bench_fused_f32(const float *restrict x, const float *restrict y, float *restrict out,
+                     size_t n, float alpha);
+void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
+                      uint16_t *restrict out, size_t n, float alpha);
+int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                    const float *const *in, float *out);
 
 #endif

@@ -3,9 +3,11 @@
  * The requirement: tk_audit_run on one 4096x4096 bfloat16 axpy case
  * (represent both inputs, candidate = the host kernel with (8, 128) blocks,
  * the represented-input oracle, the original reference, every metric) takes
- * at most 6x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape,
- * timed interleaved in the same run (median of 7).  Prints `name: ratio`
- * and exits 1 when the ratio is over the limit. */
+ * at most 6x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
+ * (-O3 -march=native, native.c), timed interleaved in the same run (median
+ * of 15).  The issue's target is 3x; measured 4.0 to 4.6 on the
+ * development machine, single-threaded.  Prints `name: ratio` and exits 1
+ * when the ratio is over the limit. */
 #include "bench.h"
 
 #include <stdint.h>
@@ -14,7 +16,7 @@
 #define ROWS 4096
 #define COLS 4096
 #define N ((size_t)ROWS * COLS)
-#define REPS 7
+#define REPS 15
 #define LIMIT 6.0
 
 static float *x, *y, *out;
@@ -23,8 +25,7 @@ static tk_audit *audit;
 static void run_fused(void *ctx)
 {
     (void)ctx;
-    for (size_t i = 0; i < N; i++)
-        out[i] = 2.0f * x[i] + y[i];
+    bench_fused_f32(x, y, out, N, 2.0f);
 }
 
 static void run_audit(void *ctx)
@@ -48,6 +49,7 @@ static int host(void *user, const tk_matrix *const *in, tk_matrix *o)
 
 int main(void)
 {
+    bench_build_line("bench_audit");
     x = malloc(N * sizeof *x);
     y = malloc(N * sizeof *y);
     out = malloc(N * sizeof *out);

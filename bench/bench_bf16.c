@@ -2,8 +2,10 @@
  *
  * The requirement: converting a 64 MiB f32 buffer (tk_bf16_from_f32_n) and
  * expanding its bf16 image back into 64 MiB of f32 (tk_bf16_to_f32_n) each
- * take at most 1.2x a plain memcpy of the same 64 MiB source into a 64 MiB
- * destination, timed interleaved in the same run (median of 15).  Prints
+ * take at most 1.05x a plain memcpy of the same 64 MiB source into a 64 MiB
+ * destination, timed interleaved in the same run (median of 15), on the
+ * dispatched path (0.55 to 0.66 with AVX2 or AVX-512 on the development
+ * machine; the portable SSE2 path measured 0.93 narrowing).  Prints
  * `name: ratio` lines and exits 1 when a ratio is over the limit. */
 #include "bench.h"
 
@@ -13,7 +15,7 @@
 
 #define N ((size_t)16 << 20)   /* floats: 64 MiB */
 #define REPS 15
-#define LIMIT 1.2
+#define LIMIT 1.05
 
 static float *f32_src, *f32_dst, *copy_dst;
 static uint16_t *bf16;
@@ -40,6 +42,7 @@ static void run_to_f32(void *ctx)
 
 int main(void)
 {
+    bench_build_line("bench_bf16");
     f32_src = malloc(N * sizeof(float));
     f32_dst = malloc(N * sizeof(float));
     copy_dst = malloc(N * sizeof(float));
@@ -73,11 +76,13 @@ int main(void)
         }
     }
 
-    const char *names[] = {"bf16_from_f32_n_64MiB_vs_memcpy", "bf16_to_f32_n_64MiB_vs_memcpy"};
+    const char *names[] = {"bf16_from_f32_n_64MiB", "bf16_to_f32_n_64MiB"};
     int over = 0;
     for (int i = 0; i < 2; i++) {
         double ratio = med[i + 1] / med[0];
-        printf("%s: %.2f\n", names[i], ratio);
+        printf("%s_vs_memcpy: %.2f\n", names[i], ratio);
+        /* 6 bytes move per element either way, 8 per float of the memcpy. */
+        printf("%s_of_memcpy: %.2f\n", names[i], 6.0 / 8.0 / ratio);
         over |= ratio > LIMIT;
     }
     if (over)

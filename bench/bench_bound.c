@@ -66,6 +66,7 @@ static int candidate(void *user, const tk_matrix *const *in, tk_matrix *o)
 
 int main(void)
 {
+    bench_build_line("bench_bound");
     x = malloc((size_t)D * D * sizeof *x);
     y = malloc((size_t)D * D * sizeof *y);
     out = malloc((size_t)D * D * sizeof *out);

@@ -81,6 +81,7 @@ static void run_pipeline(void *ctx)
 
 int main(void)
 {
+    bench_build_line("bench_call");
     x = malloc(sizeof(float) * S * S);
     y = malloc(sizeof(float) * S * S);
     direct = malloc(sizeof(float) * S * S);

@@ -202,6 +202,11 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
  * since their kernels are tk_calls. */
 #define TK_KERNEL_ACCUM 204     /* reductions: TK_DTYPE_F32, _BF16 or _F16 */
 
+/* 1 (default): a custom body that fails leaves tk_kernel_run's output as it
+ * was, at the price of an output-sized undo copy.  0: no undo; the output
+ * may then be partly written after TK_ECALLBACK (since 0.5). */
+#define TK_KERNEL_UNDO 205
+
 #define TK_BODY_ELEMENTWISE 1   /* may be called on any sub-rectangle */
 #define TK_BODY_BLOCKWISE 2     /* always sees one zero-padded block */
 

@@ -265,6 +265,7 @@ struct tk_kernel {
     struct tk__axpy axpy;
     int reduce;         /* a TK__REDUCE_* value: 0 for elementwise contracts */
     int accum;          /* a reduction's accumulation dtype */
+    bool undo;          /* TK_KERNEL_UNDO */
 };
 
 enum { TK__REDUCE_NONE, TK__REDUCE_MATMUL, TK__REDUCE_ROW_SUM };
@@ -277,6 +278,11 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
 /* tk_kernel_run's argument checks, in the seed's order and words, with fn
  * naming the caller in messages; *aliased tells whether the output is one
  * of the inputs.  tk_pipeline_run checks its arguments the same way. */
+/* The built-in axpy of k over validated matrices, in memory order: what any
+ * tiling, tail or hazard-free schedule computes with it (it is elementwise
+ * and never fails).  The output may be exactly an input. */
+void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
+                         tk_matrix *output);
 int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
                         const tk_matrix *const *inputs, const tk_matrix *output,
                         bool *aliased);

@@ -43,7 +43,7 @@ struct tk__kernel_box {
 };
 
 static int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
-                                const float *const *in, float *out);
+                         const float *const *in, float *out);
 
 static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
                           tk_body_fn body, void *user, bool is_axpy, float alpha)
@@ -52,7 +52,7 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
     b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
-                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32};
+                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true};
     if (is_axpy)
         b->k.user = &b->k.axpy;
     atomic_flag_clear(&b->undo_busy);
@@ -119,7 +119,7 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
     if (!k)
         return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
     if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH &&
-        param != TK_KERNEL_ACCUM)
+        param != TK_KERNEL_ACCUM && param != TK_KERNEL_UNDO)
         return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
     /* TK_KERNEL_INPUTS fails here as read-only. */
     int rc = tk__param_check("tk_kernel", param, value);
@@ -127,6 +127,10 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
         return rc;
     if (param == TK_KERNEL_BODY) {
         k->body_kind = (int)value;
+        return TK_OK;
+    }
+    if (param == TK_KERNEL_UNDO) {
+        k->undo = value;
         return TK_OK;
     }
     if (param == TK_KERNEL_ACCUM) {
@@ -156,6 +160,7 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     case TK_KERNEL_BODY: *value = k->body_kind; return TK_OK;
     case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
     case TK_KERNEL_ARITH: *value = k->axpy.arith; return TK_OK;
+    case TK_KERNEL_UNDO: *value = k->undo; return TK_OK;
     case TK_KERNEL_ACCUM:
         if (!k->reduce)
             return tk__fail(TK_EINVAL, "tk_kernel_get: TK_KERNEL_ACCUM is for reduction "
@@ -216,25 +221,7 @@ static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64
     }
 }
 
-/* f32(f32(a*x) + y) on 8 elements as one 32-byte vector, both inputs read
- * before the store, so an output that is exactly an input stays correct. */
 typedef float tk__vec __attribute__((vector_size(32)));
-
-static inline void tk__axpy_vec(float *o, const float *x, const float *y, float a)
-{
-    tk__vec vx, vy;
-    memcpy(&vx, x, sizeof vx);
-    memcpy(&vy, y, sizeof vy);
-    vx = a * vx + vy;
-    memcpy(o, &vx, sizeof vx);
-}
-
-/* One line of TK__LINE elements. */
-static inline void tk__axpy_line(float *o, const float *x, const float *y, float a)
-{
-    tk__axpy_vec(o, x, y, a);
-    tk__axpy_vec(o + 8, x + 8, y + 8, a);
-}
 
 /* One line to a 64-byte aligned o by streaming stores, which write the line
  * without first reading its old contents from memory as an ordinary store
@@ -249,7 +236,7 @@ static inline void tk__axpy_line_nt(float *o, const float *x, const float *y, fl
         _mm_stream_ps(o + k, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(a), vx), vy));
     }
 #else
-    tk__axpy_line(o, x, y, a);
+    tk__axpy_f32(o, x, y, TK__LINE, a);
 #endif
 }
 
@@ -290,78 +277,51 @@ static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int
     tk__axpy_part_nt(o + c, x + c, y + c, n - c, a);
 }
 
-/* TK__GROUP rows of a strided block from memory, a line of each row in
- * turn: the rows are short runs, and keeping several open at once keeps the
- * hardware prefetchers busy where a row at a time leaves them waiting at
- * every row start.  Each row's lines start on a 64-byte output line (rows
- * that straddle lines measured about 10% slower, and only whole lines
- * stream well); the part of a row before its first line is done first, so
- * an output that is exactly an input stays correct.  Needs cols >=
- * 2 * TK__LINE.  Always inlined: out of line it would be built for the
- * baseline ISA, not for the clone of tk__axpy_body calling it. */
-__attribute__((always_inline))
-static inline void tk__axpy_group(float *out, const float *x, const float *y, int64_t cols,
-                                  int64_t ld, float a, bool stream)
+/* n bf16 results to o, its whole 64-byte lines by streaming stores: each
+ * line is computed into a buffer first, from x and y read before o is
+ * written, so an output that is exactly an input stays correct. */
+static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16_t *y,
+                                    int64_t n, float a)
 {
-    int64_t at[TK__GROUP], lines = cols / TK__LINE;
-    for (int g = 0; g < TK__GROUP; g++) {
-        int64_t i = g * ld, skew = tk__skew(out + i, cols);
-        if (stream)
-            tk__axpy_part_nt(out + i, x + i, y + i, skew, a);
-        else
-            tk__axpy_f32(out + i, x + i, y + i, skew, a);
-        at[g] = i + skew;
-        lines = lines < (cols - skew) / TK__LINE ? lines : (cols - skew) / TK__LINE;
-    }
-    for (int64_t c = 0; stream && c < lines * TK__LINE; c += TK__LINE)
-        for (int g = 0; g < TK__GROUP; g++)
-            tk__axpy_line_nt(out + at[g] + c, x + at[g] + c, y + at[g] + c, a);
-    for (int64_t c = 0; !stream && c < lines * TK__LINE; c += TK__LINE)
-        for (int g = 0; g < TK__GROUP; g++)
-            tk__axpy_line(out + at[g] + c, x + at[g] + c, y + at[g] + c, a);
-    for (int g = 0; g < TK__GROUP; g++) {
-        int64_t c = at[g] + lines * TK__LINE, end = g * ld + cols;
-        if (stream) {
-            tk__axpy_row_nt(out + c, x + c, y + c, end - c, a);
-            continue;
+#if defined(__SSE2__)
+    enum { L = 64 / sizeof *o };
+    int64_t c = (int64_t)((-(uintptr_t)o & 63) / sizeof *o);
+    c = c < n ? c : n;
+    tk__axpy_bf16(o, x, y, c, a);
+    for (; c + L <= n; c += L) {
+        uint16_t t[L];
+        tk__axpy_bf16(t, x + c, y + c, L, a);
+        for (int k = 0; k < L; k += 8) {
+            __m128i v;
+            memcpy(&v, t + k, sizeof v);
+            _mm_stream_si128((__m128i *)(void *)(o + c + k), v);
         }
-        for (; c + TK__LINE <= end; c += TK__LINE)
-            tk__axpy_line(out + c, x + c, y + c, a);
-        tk__axpy_f32(out + c, x + c, y + c, end - c, a);
     }
+    tk__axpy_bf16(o + c, x + c, y + c, n - c, a);
+#else
+    tk__axpy_bf16(o, x, y, n, a);
+#endif
 }
 
-/* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y).  A strided block
- * too big for tk__run_tiles to have read ahead comes from memory and is
- * walked in groups of rows; anything else is in cache (or one contiguous
- * run) and is walked row by row, which measured faster there.  Streaming
- * is for rows of at least two lines: narrower ones would leave most lines
- * written in pieces. */
-TK_DISPATCH_RET(int, tk__axpy_body, (void *user, int64_t rows, int64_t cols, int64_t ld, const float *const *in, float *out),
+/* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y), or the
+ * declared arithmetic, row by row.  Runs of the executor do not call it
+ * (they compute on the matrices, see tk__axpy_rect); the pipeline, calls
+ * and the audit do, on contiguous blocks. */
+TK_DISPATCH_RET(int, tk__axpy_body,
+                (void *user, int64_t rows, int64_t cols, int64_t ld, const float *const *in,
+                 float *out),
                 (user, rows, cols, ld, in, out))
 {
     const struct tk__axpy *p = user;
-    const float a = p->alpha, *x = in[0], *y = in[1];
-    if (p->arith) {   /* not the contract's default: no fast paths */
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++)
-                out[r * ld + c] = tk__axpy_arith(a, x[r * ld + c], y[r * ld + c], p->arith);
-        return 0;
-    }
-    bool wide = cols >= 2 * TK__LINE, stream = p->stream && wide;
-    bool grouped = ld > cols && wide && rows * cols * 3 * (int64_t)sizeof(float) > TK__TOUCH;
-    int64_t r = 0;
-    for (; grouped && r + TK__GROUP <= rows; r += TK__GROUP)
-        tk__axpy_group(out + r * ld, x + r * ld, y + r * ld, cols, ld, a, stream);
-    for (; stream && r < rows; r++)
-        tk__axpy_row_nt(out + r * ld, x + r * ld, y + r * ld, cols, a);
-    for (; r < rows; r++) {
+    const float a = p->alpha;
+    for (int64_t r = 0; r < rows; r++) {
         float *o = out + r * ld;
-        const float *xr = x + r * ld, *yr = y + r * ld;
-        int64_t c = 0;
-        for (; c + 8 <= cols; c += 8)
-            tk__axpy_vec(o + c, xr + c, yr + c, a);
-        tk__axpy_f32(o + c, xr + c, yr + c, cols - c, a);
+        const float *x = in[0] + r * ld, *y = in[1] + r * ld;
+        if (p->arith)
+            for (int64_t c = 0; c < cols; c++)
+                o[c] = tk__axpy_arith(a, x[c], y[c], p->arith);
+        else
+            tk__axpy_f32(o, x, y, cols, a);
     }
     return 0;
 }
@@ -417,10 +377,11 @@ typedef struct {
     int64_t out_ld;
     bool direct;         /* f32 with one shared stride: bodies run on the matrices */
     struct tk__axpy axpy; /* the built-in body's parameters for such runs */
-    void *direct_user;   /* the body's user for calls on the matrices */
     unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
+    bool partial;        /* TK_KERNEL_UNDO 0: a failure may leave output written */
+    bool stream_out;     /* custom elementwise results go out by streaming stores */
     float *scratch;      /* staging areas of `area` floats: one per input, and
-                          * one for the result unless it shares input 0's */
+                          * one for the result */
     int64_t area;
 } tk__exec;
 
@@ -513,8 +474,10 @@ typedef struct {
 
 /* Stage h x w elements of operands a and b (b.s NULL: a alone) into f32
  * rows ld elements apart, TK__GROUP rows at a time, a line of each row and
- * both operands in turn: the reason of tk__axpy_group, and a loop over any
- * number of operands measured 10% slower than pairs. */
+ * both operands in turn: several short runs open at once keep the hardware
+ * prefetchers busy where a row at a time leaves them waiting at every row
+ * start, and a loop over any number of operands measured 10% slower than
+ * pairs. */
 TK_DISPATCH(tk__stage_pair, (int dtype, tk__src a, tk__src b, int64_t ld, int64_t h, int64_t w),
             (dtype, a, b, ld, h, w))
 {
@@ -593,14 +556,22 @@ static void tk__restore(const tk__exec *e, int64_t full, int64_t end, int64_t c)
                (size_t)(r < full ? e->cols : c) * e->esize);
 }
 
-static void tk__axpy_rect(const tk__exec *e, tk__rect g)
+/* The built-in axpy on rows of the matrices themselves, in their dtype.
+ * One long run (a contiguous elementwise run) of a large output is
+ * written by streaming stores. */
+TK_DISPATCH(tk__axpy_rect, (const tk__exec *e, tk__rect g), (e, g))
 {
+    const struct tk__axpy *p = &e->axpy;
+    bool stream = p->stream && g.h == 1 && g.w >= 2 * TK__LINE;
     for (int64_t i = 0; i < g.h; i++) {
         void *o = tk__out_at(e, g.r + i, g.c);
         const void *x = tk__in_at(e, 0, g.r + i, g.c), *y = tk__in_at(e, 1, g.r + i, g.c);
-        const struct tk__axpy *p = &e->k->axpy;
-        if (e->dtype == TK_DTYPE_F32 && !p->arith)
+        if (e->dtype == TK_DTYPE_F32 && !p->arith && stream)
+            tk__axpy_row_nt(o, x, y, g.w, p->alpha);
+        else if (e->dtype == TK_DTYPE_F32 && !p->arith)
             tk__axpy_f32(o, x, y, g.w, p->alpha);
+        else if (e->dtype == TK_DTYPE_BF16 && !p->arith && stream)
+            tk__axpy_bf16_nt(o, x, y, g.w, p->alpha);
         else if (e->dtype == TK_DTYPE_BF16 && !p->arith)
             tk__axpy_bf16(o, x, y, g.w, p->alpha);
         else
@@ -609,18 +580,19 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g)
 }
 
 /* Kept out of tk__call so the call made for every tile stays small. */
-static int tk__call_failed(tk__rect g, int64_t h, int64_t w, int rc)
+static int tk__call_failed(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int rc)
 {
     return tk__fail(TK_ECALLBACK, "tk_kernel_run: kernel body returned %d on a %lldx%lld "
-                    "region at row %lld, col %lld; the output is unchanged", rc, (long long)h,
-                    (long long)w, (long long)g.r, (long long)g.c);
+                    "region at row %lld, col %lld; the output is %s", rc, (long long)h,
+                    (long long)w, (long long)g.r, (long long)g.c,
+                    e->partial ? "partly written (TK_KERNEL_UNDO is 0)" : "unchanged");
 }
 
 static inline int tk__call(const tk__exec *e, void *user, tk__rect g, int64_t h, int64_t w,
                            int64_t ld, const float *const *in, float *out)
 {
     int rc = e->k->body(user, h, w, ld, in, out);
-    return rc ? tk__call_failed(g, h, w, rc) : TK_OK;
+    return rc ? tk__call_failed(e, g, h, w, rc) : TK_OK;
 }
 
 /* Run the body on an h x w area whose top-left src.h x src.w part holds the
@@ -635,15 +607,26 @@ static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk_
         for (int i = 0; i < e->n; i++)
             in[i] = tk__in_at(e, i, src.r, src.c);
         tk__save(e, own);
+        float *out = tk__out_at(e, src.r, src.c);
+        /* A large output takes a contiguous region's results from scratch
+         * by streaming stores, as the built-in body writes it: ordinary
+         * stores would first read each output line from memory. */
+        if (e->stream_out && (h == 1 || e->out_ld == w)) {
+            float *res = e->scratch + e->n * e->area;
+            *touched = false;
+            int rc = tk__call(e, e->k->user, src, h, w, e->out_ld, in, res);
+            if (!rc)
+                tk__stream_copy(out, res, (size_t)(h * w) * sizeof *out);
+            return rc;
+        }
         *touched = true;
-        return tk__call(e, e->direct_user, src, h, w, e->out_ld, in,
-                        tk__out_at(e, src.r, src.c));
+        return tk__call(e, e->k->user, src, h, w, e->out_ld, in, out);
     }
     *touched = false;
     /* The built-in body reads each element before writing it, so its
      * result may overwrite staged input 0 (a smaller scratch stays in
      * cache: 256x512 blocks measured 5% faster). */
-    float *res = e->scratch + (e->k->is_axpy ? 0 : e->n) * e->area;
+    float *res = e->scratch + e->n * e->area;
     for (int i = 0; i < e->n; i++) {
         float *d = e->scratch + i * e->area;
         /* The zero padding goes first: a pad of at most one vector is
@@ -741,18 +724,18 @@ static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int6
                           memory_order_relaxed);
 }
 
-/* Blockwise bodies see whole blocks, tiles in grid order; shift-inwards
- * runs elementwise bodies on blocks moved back inside the matrix.
+/* Blockwise custom bodies see whole blocks, tiles in grid order;
+ * shift-inwards runs elementwise bodies on blocks moved back inside the
+ * matrix.
  *
  * A block visit keeps block_rows x operands short streams open at once,
  * which the hardware prefetchers follow badly (a row-by-row blockwise axpy
  * measured about 2x the fused loop).  When a panel of whole tiles fits
  * TK__TOUCH bytes (the output counted, which the tiles then write), its
  * inputs are first read in memory order and the tiles find them in cache
- * (8x128 f32 blocks: 1.3 to 1.45x with ordinary stores, 1.0 to 1.2x with
- * the streaming ones of large outputs).  Larger tiles come from memory,
- * which the built-in body walks a few rows at a time (256x512: 1.2 to 1.6x,
- * and 1.0 to 1.25x streaming); reading them ahead into the L3 measured 2x. */
+ * (8x128 f32 blocks: 1.3 to 1.45x the fused loop, against 2x without).
+ * Larger tiles come from memory; reading them ahead into the L3 measured
+ * slower. */
 static int tk__run_tiles(const tk__exec *e, bool shifted)
 {
     /* Panel width in columns, whole tiles; 0 when not even one fits. */
@@ -787,7 +770,7 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
                 for (int i = 0; i < e->n; i++)
                     in[i] = tk__in_at(e, i, r0, c0);
                 tk__save(e, own);
-                rc = tk__call(e, e->direct_user, own, h, w, e->out_ld, in,
+                rc = tk__call(e, e->k->user, own, h, w, e->out_ld, in,
                               tk__out_at(e, r0, c0));
             } else {
                 if (shifted)
@@ -810,9 +793,10 @@ static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
                     .cols = out->cols, .br = t->block_rows, .bc = t->block_cols,
                     .esize = (size_t)tk_dtype_size(out->dtype), .out = out->data,
                     .out_ld = out->stride};
-    /* The built-in body reads each element before writing it, so it may
-     * run on an output that is an input; custom bodies are staged then. */
-    e->direct = e->dtype == TK_DTYPE_F32 && (k->is_axpy || !aliased);
+    /* A custom body runs on the matrices when they are f32 with one
+     * stride and its output is not an input; it is staged otherwise.  (The
+     * built-in one computes on the matrices in their dtype: tk__axpy_rect.) */
+    e->direct = e->dtype == TK_DTYPE_F32 && !aliased;
     for (int i = 0; i < e->n; i++) {
         e->in[i] = in[i]->data;
         e->in_ld[i] = in[i]->stride;
@@ -820,23 +804,25 @@ static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
     }
     e->axpy = k->axpy;
     e->axpy.stream = (size_t)(e->rows * e->cols) * e->esize >= TK__STREAM;
-    e->direct_user = k->is_axpy ? (void *)&e->axpy : k->user;
 }
 
-/* Staging areas for what cannot run in place; none for the built-in
- * elementwise loops. */
+/* Staging areas for what a custom body cannot run on in place. */
 static int tk__scratch(tk__exec *e, int tail, bool blockwise)
 {
     bool edges = e->rows % e->br || e->cols % e->bc;
     e->area = 0;
+    if (e->k->is_axpy)
+        return TK_OK;
     if (blockwise && (!e->direct || edges))
         e->area = e->br * e->bc;   /* no overflow: at most the padded size */
-    else if (!blockwise && !e->direct && !e->k->is_axpy)
+    else if (!blockwise && !e->direct)
         e->area = tail == TK_TAIL_SHIFT_INWARDS ? e->br * e->bc : TK__SPAN;
+    else if (!blockwise && tail == TK_TAIL_MASK && e->axpy.stream)
+        e->area = TK__SPAN, e->stream_out = true;   /* the results' scratch */
     if (!e->area)
         return TK_OK;
     size_t bytes;
-    int rc = tk__bytes(e->n + !e->k->is_axpy, e->area, sizeof(float), &bytes);
+    int rc = tk__bytes(e->n + 1, e->area, sizeof(float), &bytes);
     if (rc)
         return rc;
     if (!(e->scratch = malloc(bytes)))
@@ -847,7 +833,10 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
 
 static int tk__dispatch(tk__exec *e, int tail)
 {
-    bool blockwise = e->k->body_kind == TK_BODY_BLOCKWISE;
+    /* The built-in body is elementwise and never fails, so under either
+     * body kind it computes in memory order: the same bits, the same
+     * untouched-on-failure output (it cannot fail), no tile walk. */
+    bool blockwise = e->k->body_kind == TK_BODY_BLOCKWISE && !e->k->is_axpy;
     int rc = tk__scratch(e, tail, blockwise);
     if (rc)
         return rc;
@@ -962,6 +951,16 @@ int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
 
 /* ---- tk_kernel_run --------------------------------------------------------------- */
 
+void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
+                         tk_matrix *output)
+{
+    tk_tiling t = {.rows = output->rows, .cols = output->cols, .block_rows = output->rows,
+                   .block_cols = output->cols, .tail = TK_TAIL_MASK};
+    tk__exec e;
+    tk__exec_init(&e, k, &t, inputs, output, false);
+    tk__dispatch(&e, TK_TAIL_MASK);
+}
+
 int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
                   tk_matrix *output)
 {
@@ -974,7 +973,8 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
 
     tk__exec e;
     tk__exec_init(&e, k, t, inputs, output, aliased);
-    if (k->is_axpy)   /* the built-in body never fails: no undo */
+    e.partial = !k->undo;
+    if (k->is_axpy || !k->undo)   /* the built-in body never fails */
         return tk__dispatch(&e, t->tail);
 
     size_t bytes;

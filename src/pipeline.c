@@ -55,6 +55,9 @@ struct tk_pipeline {
     tk__copy *copies;       /* per op: copy starts and waits */
     double *body_start;     /* per step */
     double body_ns;
+    /* The host run's slots and output image, kept for the next run. */
+    void *work;
+    size_t work_bytes;
 };
 
 static int64_t tk__param(const tk_pipeline *p, int param)
@@ -148,6 +151,7 @@ void tk_pipeline_destroy(tk_pipeline *p)
     if (!p)
         return;
     tk__forget(p);
+    free(p->work);
     free(p);
 }
 
@@ -446,17 +450,18 @@ static int tk__figure(tk_pipeline *p, int param, int64_t *v)
     return rc;
 }
 
-/* Time of body intervals [start, start + len) that overlaps [a, b). */
-static double tk__overlap_with_bodies(const tk_pipeline *p, double a, double b)
+/* Time of body intervals [start, start + len) that overlaps [a, b).  Bodies
+ * run one after another, so their ends ascend; *at is the first body ending
+ * after the previous copy's start, and copies start in nearly ascending
+ * order, so walking from it is a step or two. */
+static double tk__overlap_with_bodies(const tk_pipeline *p, double a, double b, int64_t *at)
 {
-    int64_t lo = 0, hi = p->steps;
-    while (lo < hi) {   /* first body ending after a */
-        int64_t mid = lo + (hi - lo) / 2;
-        if (p->body_start[mid] + p->body_ns <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    int64_t lo = *at;
+    while (lo > 0 && p->body_start[lo - 1] + p->body_ns > a)
+        lo--;
+    while (lo < p->steps && p->body_start[lo] + p->body_ns <= a)
+        lo++;
+    *at = lo;   /* the first body ending after a */
     double sum = 0;
     for (int64_t k = lo; k < p->steps && p->body_start[k] < b; k++) {
         double s = p->body_start[k] > a ? p->body_start[k] : a;
@@ -515,12 +520,13 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
             }
         }
     }
+    int64_t at = 0;
     for (int64_t i = 0; i < p->n_ops; i++) {
         const tk__op *o = &p->ops[i];
         if (o->kind != TK__IN_START && o->kind != TK__OUT_START)
             continue;
         copy_ns += p->copies[i].end - p->copies[i].start;
-        hidden += tk__overlap_with_bodies(p, p->copies[i].start, p->copies[i].end);
+        hidden += tk__overlap_with_bodies(p, p->copies[i].start, p->copies[i].end, &at);
     }
     free(free_at);
     p->modeled_ns = t > end ? t : end;
@@ -537,7 +543,10 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
  * The schedule runs on the host with f32 slots: a copy-in promotes a block
  * (zero past the matrix's edge), a body sees its step's slots, a copy-out
  * casts the valid part once into an image of the output, which reaches
- * the caller only when every step has succeeded.  Data moves when a copy
+ * the caller only when every step has succeeded.  The built-in body on a
+ * schedule checked free of hazards computes the same bits without slots
+ * (tk__kernel_axpy_run): each block is then copied in whole before its
+ * body and out after it, and the body is elementwise.  Data moves when a copy
  * starts, so a schedule run with its hazards unchecked computes what that
  * order of operations implies. */
 
@@ -566,8 +575,9 @@ static void tk__copy_out(const float *slot, const tk_tiling *t, int64_t block, i
                          image + ((r0 + r) * cols + c0) * es, w);
 }
 
-static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
-                       tk_matrix *output, const tk__flow *f)
+/* The slots and the output image are kept in the handle between runs. */
+static int tk__execute(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output,
+                       const tk__flow *f)
 {
     const tk_kernel *k = p->k;
     int n = k->n_inputs;
@@ -580,19 +590,23 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
     int rc = tk__bytes(first[n + 1], area, sizeof(float), &slot_bytes);
     if (!rc)
         rc = tk__bytes(output->rows, output->cols, es, &image_bytes);
+    if (!rc && slot_bytes > SIZE_MAX - image_bytes)
+        rc = TK_EOVERFLOW;
     if (rc)
         return tk__fail(rc, "tk_pipeline_run: %lld slots of %lldx%lld f32, or a %lldx%lld "
                         "output image, overflow", (long long)first[n + 1],
                         (long long)p->t->block_rows, (long long)p->t->block_cols,
                         (long long)output->rows, (long long)output->cols);
-    float *slots = malloc(slot_bytes);
-    unsigned char *image = malloc(image_bytes);
-    if (!slots || !image) {
-        free(slots);
-        free(image);
-        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of slots "
-                        "and %zu of output image", slot_bytes, image_bytes);
+    if (p->work_bytes < slot_bytes + image_bytes) {
+        free(p->work);
+        p->work_bytes = 0;
+        if (!(p->work = malloc(slot_bytes + image_bytes)))
+            return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of "
+                            "slots and %zu of output image", slot_bytes, image_bytes);
+        p->work_bytes = slot_bytes + image_bytes;
     }
+    float *slots = p->work;
+    unsigned char *image = (unsigned char *)p->work + slot_bytes;
     /* On-chip memory starts uninitialized: NaN, as Pallas's interpret mode
      * fills it, so a body or a faulty schedule that reads a slot nothing
      * wrote shows NaN rather than zeros. */
@@ -627,8 +641,6 @@ static int tk__execute(const tk_pipeline *p, const tk_matrix *const *inputs,
     }
     for (int64_t r = 0; r < output->rows && !rc; r++)
         memcpy(tk__row(output, r), image + r * output->cols * es, (size_t)(output->cols * es));
-    free(slots);
-    free(image);
     return rc;
 }
 
@@ -807,6 +819,10 @@ int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *o
             f.use[k * (n + 1) + o] = k;
     rc = tk__simulate(p, &f);
     free(f.use);
+    if (!rc && p->k->is_axpy && p->checked) {
+        tk__kernel_axpy_run(p->k, inputs, output);
+        return TK_OK;
+    }
     return rc ? rc : tk__execute(p, inputs, output, &f);
 }
 

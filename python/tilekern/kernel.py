@@ -115,6 +115,9 @@ class Kernel(_ffi.Handle):
                        "a reduction's accumulation dtype (see ACCUMS)", ACCUMS)
     arith = _ffi.param("kernel", _ffi.TK_KERNEL_ARITH,
                        "the built-in body's arithmetic (see ARITH)", ARITH)
+    undo = _ffi.param("kernel", _ffi.TK_KERNEL_UNDO,
+                      "True (default): a failing body leaves run's output as it was; "
+                      "False: no undo copy, the output may be partly written", kind=bool)
     n_inputs = _ffi.param("kernel", _ffi.TK_KERNEL_INPUTS, "number of inputs",
                           readonly=True)
 

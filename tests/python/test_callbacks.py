@@ -52,6 +52,22 @@ def test_a_raising_body_leaves_the_output_untouched(tail, body, after):
     assert (out == 7.0).all()
 
 
+def test_without_undo_a_raising_body_leaves_what_it_wrote():
+    x = np.arange(17 * 257, dtype=np.float32).reshape(17, 257)
+    out = np.full_like(x, 7.0)
+    k = tk.Kernel.custom(raising_after(3), 2)
+    assert k.undo is True
+    k.undo = False
+    with tk.Tiling(17, 257, 8, 128) as t:
+        with pytest.raises(Boom) as info:
+            k.run(t, [x, x], out)
+        check_reraised(info)
+        assert "partly written" in info.value.__cause__.message
+        written = out != 7.0
+        assert written.any() and not written.all()
+        assert (out[written] == (x + x)[written]).all()
+
+
 def test_a_python_body_computes_through_kernel_and_pipeline():
     x = np.random.default_rng(1).standard_normal((16, 256), np.float32)
     y = np.ones_like(x)

@@ -1,0 +1,52 @@
+/* native.c - the baselines of `make bench`: the loops a user would write for
+ * each contract, compiled with -O3 -march=native for the machine running
+ * the bench (the library itself is built portable and dispatches). */
+#include "bench.h"
+
+#include <stdint.h>
+#include <string.h>
+
+void bench_fused_f32(const float *restrict x, const float *restrict y, float *restrict out,
+                     size_t n, float alpha)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = alpha * x[i] + y[i];
+}
+
+/* f32 bits to bf16 bits: round to nearest even, NaN kept quiet. */
+static inline uint16_t bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t r = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? (uint16_t)(((u >> 16) & 0x8000u) | 0x7FC0u) : r;
+}
+
+static inline float bf16_value(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
+                      uint16_t *restrict out, size_t n, float alpha)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = bf16_bits(alpha * bf16_value(x[i]) + bf16_value(y[i]));
+}
+
+/* The axpy as a custom elementwise body (alpha 2), as a user would write it. */
+int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                    const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = in[0] + r * ld, *restrict y = in[1] + r * ld;
+        float *restrict o = out + r * ld;
+        for (int64_t c = 0; c < cols; c++)
+            o[c] = 2.0f * x[c] + y[c];
+    }
+    return 0;
+}
