@@ -286,7 +286,7 @@ TK_DISPATCH(tk__cmp_block, (tk__cmp *s, int64_t row0, int64_t col0, int64_t rows
     }
 }
 
-/* The clones are static: Clang resolves them only within their file. */
+/* TK_DISPATCH functions are static: this is the comparison pass's entry. */
 void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
                   int64_t cols, const float *actual, const float *expected)
 {

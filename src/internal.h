@@ -70,12 +70,16 @@ static inline bool tk__is_float_dtype(int dtype)
  * exponent and lands on Inf.  NaN must not go through the add (a payload
  * could carry into the sign): it becomes the quiet NaN of its sign.
  * Branch-free, in 32-bit lanes and with a signed compare (all SSE2 has), so
- * loops over it vectorize without narrowing. */
+ * loops over it vectorize without narrowing.  TK__BF16_ROUND is the rule on
+ * u, a uint32_t or a vector of them, given is_nan, all-ones lanes where u
+ * is a NaN (u & 0x7FFFFFFF, as signed, above 0x7F800000): the executor's
+ * 8-lane staging uses it on vectors. */
+#define TK__BF16_ROUND(u, is_nan)                                     \
+    ((((u) + 0x7FFFu + (((u) >> 16) & 1u)) & 0xFFFF0000u & ~(is_nan)) | \
+     ((((u) & 0x80000000u) | 0x7FC00000u) & (is_nan)))
 static inline uint32_t tk__bf16_round(uint32_t u)
 {
-    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    uint32_t nan = (u & 0x80000000u) | 0x7FC00000u;
-    return (int32_t)(u & 0x7FFFFFFFu) > 0x7F800000 ? nan : r;
+    return TK__BF16_ROUND(u, 0u - (uint32_t)((int32_t)(u & 0x7FFFFFFFu) > 0x7F800000));
 }
 
 static inline uint32_t tk__f32_bits(float f)
@@ -220,8 +224,8 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 /* ---- kernels (kernel.c) ---------------------------------------------- */
 
 /* The built-in axpy's parameters, which its body's user pointer points to.
- * stream is false in the kernel; tk_kernel_run sets it on a copy for body
- * calls that write a large output in place. */
+ * stream is false in the kernel; the executor sets it on its own copy when
+ * the output is large (tk__axpy_row). */
 struct tk__axpy {
     float alpha;
     bool stream;        /* whole output lines may bypass the cache */
@@ -270,22 +274,51 @@ struct tk_kernel {
 
 enum { TK__REDUCE_NONE, TK__REDUCE_MATMUL, TK__REDUCE_ROW_SUM };
 
-/* Call k's body once; a non-zero return becomes TK_ECALLBACK with a
- * message.  Used by the host executor and by the audit's references. */
+/* The one place a kernel's body is called (executor, pipeline, audit):
+ * the body's own return value. */
+static inline int tk__body(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
+                           const float *const *in, float *out)
+{
+    return k->body(k->user, rows, cols, ld, in, out);
+}
+
+/* k's body once; a non-zero return becomes TK_ECALLBACK with a message.
+ * The audit's references call bodies this way. */
 int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
                      const float *const *in, float *out);
 
 /* tk_kernel_run's argument checks, in the seed's order and words, with fn
  * naming the caller in messages; *aliased tells whether the output is one
  * of the inputs.  tk_pipeline_run checks its arguments the same way. */
+int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
+                        const tk_matrix *const *inputs, const tk_matrix *output,
+                        bool *aliased);
+
+/* ---- the built-in axpy (axpy.c) and the host executor (exec.c) ---------- */
+
+#define TK__LINE 16   /* f32 elements per 64-byte cache line */
+
+/* The built-in axpy as a tk_body_fn (user: its struct tk__axpy). */
+int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld, const float *const *in,
+                  float *out);
+/* n elements of a row of the matrices in their dtype, o = p->alpha x + y;
+ * o may be exactly x or y.  stream: by streaming stores, for long runs of
+ * a large output (the caller fences before returning to the user). */
+void tk__axpy_row(const struct tk__axpy *p, int dtype, void *o, const void *x, const void *y,
+                  int64_t n, bool stream);
+
+/* tk_kernel_run after validation: TK_TAIL_PAD through padded copies, the
+ * other tails on the matrices with `undo` (an output-sized buffer, or NULL
+ * for none) saving what a custom body overwrites. */
+int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
+                    tk_matrix *output);
+int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
+                 tk_matrix *output, bool aliased, void *undo);
 /* The built-in axpy of k over validated matrices, in memory order: what any
  * tiling, tail or hazard-free schedule computes with it (it is elementwise
  * and never fails).  The output may be exactly an input. */
 void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
                          tk_matrix *output);
-int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
-                        const tk_matrix *const *inputs, const tk_matrix *output,
-                        bool *aliased);
 
 /* ---- files (file.c) ------------------------------------------------------ */
 

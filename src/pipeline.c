@@ -624,8 +624,8 @@ static int tk__execute(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix
         case TK__BODY:
             for (int j = 0; j < n; j++)
                 in[j] = slots + (first[j] + o->block % f->buffers[j]) * area;
-            rc = k->body(k->user, p->t->block_rows, p->t->block_cols, p->t->block_cols, in,
-                         out_slots + o->block % f->buffers[n] * area);
+            rc = tk__body(k, p->t->block_rows, p->t->block_cols, p->t->block_cols, in,
+                          out_slots + o->block % f->buffers[n] * area);
             if (rc)
                 rc = tk__fail(TK_ECALLBACK, "tk_pipeline_run: kernel body returned %d at step "
                               "%lld of %lld; the output is unchanged", rc, (long long)o->block,

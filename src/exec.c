@@ -1,0 +1,585 @@
+/* exec.c - the host executor behind tk_kernel_run: tail strategies,
+ * staging of operands through f32, undo of a failed custom body. */
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Elements per operand in one elementwise body call.  4 KiB of f32 keeps a
+ * call's operands in L1, so the output lines saved for undo are still
+ * cached when the body overwrites them (measured best of 512 to 4096). */
+#define TK__SPAN 1024
+
+/* Bytes of a panel of tiles (all operands) that a blockwise run reads
+ * ahead in memory order: half the L2 of the development machine. */
+#define TK__TOUCH (512 * 1024)
+
+/* Output bytes from which outputs are written with streaming stores,
+ * bypassing the cache: a quarter of the development machine's L3, so the
+ * output would mostly be out of cache when the run ends anyway. */
+#define TK__STREAM ((size_t)8 << 20)
+
+/* Rows a blockwise walk keeps open at once. */
+#define TK__GROUP 4
+
+/* Undo copies bypass the cache on x86: the saved old output is read back
+ * only after a failed callback, and streaming it keeps it from evicting the
+ * operands (a custom body measured about 1.25x the built-in this way, about
+ * 2x with memcpy). */
+static void tk__stream_copy(void *dst, const void *src, size_t bytes)
+{
+#if defined(__SSE2__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    /* Only whole 64-byte lines are streamed: a line written partly by
+     * streaming stores and partly by ordinary ones goes out to memory as a
+     * slow partial write. */
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (head > bytes)
+        head = bytes;
+    memcpy(d, s, head);
+    d += head, s += head, bytes -= head;
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64)
+        for (int i = 0; i < 64; i += 16)
+            _mm_stream_si128((__m128i *)(void *)(d + i),
+                             _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
+    memcpy(d, s, bytes);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+static void tk__stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+/* ---- the executor ------------------------------------------------------------ */
+
+typedef struct {
+    int64_t r, c, h, w;
+} tk__rect;
+
+typedef struct {
+    const tk_kernel *k;
+    int dtype, n;
+    int64_t rows, cols, br, bc;
+    size_t esize;
+    const unsigned char *in[TK_KERNEL_MAX_INPUTS];
+    int64_t in_ld[TK_KERNEL_MAX_INPUTS];
+    unsigned char *out;
+    int64_t out_ld;
+    bool direct;         /* f32 with one shared stride: bodies run on the matrices */
+    struct tk__axpy axpy; /* the built-in body's parameters for such runs */
+    unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
+    bool partial;        /* TK_KERNEL_UNDO 0: a failure may leave output written */
+    bool stream_out;     /* custom elementwise results go out by streaming stores */
+    float *scratch;      /* staging areas of `area` floats: one per input, and
+                          * one for the result */
+    int64_t area;
+} tk__exec;
+
+static inline const void *tk__in_at(const tk__exec *e, int i, int64_t r, int64_t c)
+{
+    return e->in[i] + (size_t)(r * e->in_ld[i] + c) * e->esize;
+}
+static inline void *tk__out_at(const tk__exec *e, int64_t r, int64_t c)
+{
+    return e->out + (size_t)(r * e->out_ld + c) * e->esize;
+}
+static inline unsigned char *tk__undo_at(const tk__exec *e, int64_t r, int64_t c)
+{
+    return e->undo + (size_t)(r * e->cols + c) * e->esize;
+}
+
+/* Staging converts between stored rows and f32 scratch 8 elements per
+ * vector: scalar loops of a fixed length compile to unrolled scalar code,
+ * and a memcpy call per short run costs more than the copy.  Scratch never
+ * overlaps the matrices, so a run's last vector may go back over elements
+ * already done, which leaves them as they are. */
+typedef float tk__vec __attribute__((vector_size(32)));
+typedef uint16_t tk__h8 __attribute__((vector_size(16)));
+typedef uint32_t tk__u8 __attribute__((vector_size(32)));
+
+static inline void tk__in8(int dtype, float *d, const unsigned char *s)
+{
+    if (dtype == TK_DTYPE_F32) {
+        tk__vec v;
+        memcpy(&v, s, sizeof v);
+        memcpy(d, &v, sizeof v);
+        return;
+    }
+    tk__h8 h;
+    memcpy(&h, s, sizeof h);
+    tk__u8 u = __builtin_convertvector(h, tk__u8) << 16;
+    memcpy(d, &u, sizeof u);
+}
+
+typedef int32_t tk__i8 __attribute__((vector_size(32)));
+
+/* 8 results rounded once to the dtype, by the rule of tk__bf16_round. */
+static inline void tk__out8(int dtype, unsigned char *d, const float *s)
+{
+    if (dtype == TK_DTYPE_F32) {
+        memcpy(d, s, 8 * sizeof *s);
+        return;
+    }
+    tk__u8 u;
+    memcpy(&u, s, sizeof u);
+    tk__u8 r = TK__BF16_ROUND(u, (tk__u8)((tk__i8)(u & 0x7FFFFFFFu) > 0x7F800000));
+    tk__h8 h = __builtin_convertvector(r >> 16, tk__h8);
+    memcpy(d, &h, sizeof h);
+}
+
+/* f32 and bf16 take 8-lane vectors here; the other dtypes, rarer on this
+ * path, their own bulk loops. */
+static inline void tk__in_line(int dtype, float *d, const unsigned char *s, int64_t n)
+{
+    int64_t es = dtype == TK_DTYPE_F32 ? 4 : 2;
+    if (n < 8 || (dtype != TK_DTYPE_F32 && dtype != TK_DTYPE_BF16)) {
+        tk__row_to_f32(dtype, s, d, n);
+        return;
+    }
+    for (int64_t j = 0; j < n; j += 8) {
+        int64_t k = j + 8 <= n ? j : n - 8;
+        tk__in8(dtype, d + k, s + k * es);
+    }
+}
+
+static inline void tk__out_line(int dtype, unsigned char *d, const float *s, int64_t n)
+{
+    int64_t es = dtype == TK_DTYPE_F32 ? 4 : 2;
+    if (n < 8 || (dtype != TK_DTYPE_F32 && dtype != TK_DTYPE_BF16)) {
+        tk__row_from_f32(dtype, s, d, n);
+        return;
+    }
+    for (int64_t j = 0; j < n; j += 8) {
+        int64_t k = j + 8 <= n ? j : n - 8;
+        tk__out8(dtype, d + k * es, s + k);
+    }
+}
+
+/* An operand to stage: stored rows `pitch` bytes apart from s, f32 to d. */
+typedef struct {
+    const unsigned char *s;
+    int64_t pitch;
+    float *d;
+} tk__src;
+
+/* Stage h x w elements of operands a and b (b.s NULL: a alone) into f32
+ * rows ld elements apart, TK__GROUP rows at a time, a line of each row and
+ * both operands in turn: several short runs open at once keep the hardware
+ * prefetchers busy where a row at a time leaves them waiting at every row
+ * start, and a loop over any number of operands measured 10% slower than
+ * pairs. */
+TK_DISPATCH(tk__stage_pair, (int dtype, tk__src a, tk__src b, int64_t ld, int64_t h, int64_t w),
+            (dtype, a, b, ld, h, w))
+{
+    int64_t es = tk_dtype_size(dtype), r = 0;
+    for (; r + TK__GROUP <= h; r += TK__GROUP) {
+        int64_t c = 0;
+        for (; c + TK__LINE <= w; c += TK__LINE)
+            for (int64_t g = r; g < r + TK__GROUP; g++) {
+                tk__in_line(dtype, a.d + g * ld + c, a.s + g * a.pitch + c * es, TK__LINE);
+                if (b.s)
+                    tk__in_line(dtype, b.d + g * ld + c, b.s + g * b.pitch + c * es, TK__LINE);
+            }
+        for (int64_t g = r; g < r + TK__GROUP && c < w; g++) {
+            tk__in_line(dtype, a.d + g * ld + c, a.s + g * a.pitch + c * es, w - c);
+            if (b.s)
+                tk__in_line(dtype, b.d + g * ld + c, b.s + g * b.pitch + c * es, w - c);
+        }
+    }
+    for (; r < h; r++) {
+        tk__in_line(dtype, a.d + r * ld, a.s + r * a.pitch, w);
+        if (b.s)
+            tk__in_line(dtype, b.d + r * ld, b.s + r * b.pitch, w);
+    }
+}
+
+/* Stage the inputs at src into their scratch areas (rows ld apart), two at
+ * a time. */
+static void tk__stage_in(const tk__exec *e, tk__rect src, int64_t ld)
+{
+    tk__src op[TK_KERNEL_MAX_INPUTS + 1] = {{0}};
+    for (int i = 0; i < e->n; i++)
+        op[i] = (tk__src){tk__in_at(e, i, src.r, src.c), e->in_ld[i] * (int64_t)e->esize,
+                          e->scratch + i * e->area};
+    for (int i = 0; i < e->n; i += 2)
+        tk__stage_pair(e->dtype, op[i], op[i + 1], ld, src.h, src.w);
+}
+
+/* h x w f32 results at src (rows ld apart) into stored rows `pitch` bytes
+ * apart at dst, rounding once to `dtype`, in the order of tk__stage_pair. */
+TK_DISPATCH(tk__stage_out, (int dtype, const float *src, int64_t ld, unsigned char *dst, int64_t pitch, int64_t h, int64_t w),
+            (dtype, src, ld, dst, pitch, h, w))
+{
+    int64_t es = tk_dtype_size(dtype), r = 0;
+    for (; r + TK__GROUP <= h; r += TK__GROUP) {
+        int64_t c = 0;
+        for (; c + TK__LINE <= w; c += TK__LINE)
+            for (int64_t g = r; g < r + TK__GROUP; g++)
+                tk__out_line(dtype, dst + g * pitch + c * es, src + g * ld + c, TK__LINE);
+        for (int64_t g = r; g < r + TK__GROUP && c < w; g++)
+            tk__out_line(dtype, dst + g * pitch + c * es, src + g * ld + c, w - c);
+    }
+    for (; r < h; r++)
+        tk__out_line(dtype, dst + r * pitch, src + r * ld, w);
+}
+
+/* Inline, so that runs without undo pay only the test (an out-of-line
+ * call per tile cost the 8x128 blockwise axpy a few percent). */
+static inline void tk__save(const tk__exec *e, tk__rect g)
+{
+    if (!e->undo)
+        return;
+    for (int64_t i = 0; i < g.h; i++)
+        tk__stream_copy(tk__undo_at(e, g.r + i, g.c), tk__out_at(e, g.r + i, g.c),
+                        (size_t)g.w * e->esize);
+}
+
+/* Work is written in row-major order, so what a failed run has written is
+ * rows [0, full) plus, below them, rows [full, end) left of column c. */
+static void tk__restore(const tk__exec *e, int64_t full, int64_t end, int64_t c)
+{
+    if (!e->undo)
+        return;
+    tk__stream_fence();
+    for (int64_t r = 0; r < end; r++)
+        memcpy(tk__out_at(e, r, 0), tk__undo_at(e, r, 0),
+               (size_t)(r < full ? e->cols : c) * e->esize);
+}
+
+/* The built-in axpy on rows of the matrices themselves, in their dtype.
+ * One long run (a contiguous elementwise run) of a large output is
+ * written by streaming stores. */
+static void tk__axpy_rect(const tk__exec *e, tk__rect g)
+{
+    bool stream = e->axpy.stream && g.h == 1 && g.w >= 2 * TK__LINE;
+    for (int64_t i = 0; i < g.h; i++)
+        tk__axpy_row(&e->axpy, e->dtype, tk__out_at(e, g.r + i, g.c),
+                     tk__in_at(e, 0, g.r + i, g.c), tk__in_at(e, 1, g.r + i, g.c), g.w, stream);
+}
+
+/* Kept out of tk__call so the call made for every tile stays small. */
+static int tk__call_failed(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int rc)
+{
+    return tk__fail(TK_ECALLBACK, "tk_kernel_run: kernel body returned %d on a %lldx%lld "
+                    "region at row %lld, col %lld; the output is %s", rc, (long long)h,
+                    (long long)w, (long long)g.r, (long long)g.c,
+                    e->partial ? "partly written (TK_KERNEL_UNDO is 0)" : "unchanged");
+}
+
+static inline int tk__call(const tk__exec *e, tk__rect g, int64_t h, int64_t w,
+                           int64_t ld, const float *const *in, float *out)
+{
+    int rc = tk__body(e->k, h, w, ld, in, out);
+    return rc ? tk__call_failed(e, g, h, w, rc) : TK_OK;
+}
+
+/* Run the body on an h x w area whose top-left src.h x src.w part holds the
+ * operands at src (the rest zero) and write that part of the result to src.
+ * `own` is the part of src not written before, saved for undo.  *touched
+ * tells whether the output was written before the body returned. */
+static int tk__region(const tk__exec *e, tk__rect src, int64_t h, int64_t w, tk__rect own,
+                      bool *touched)
+{
+    const float *in[TK_KERNEL_MAX_INPUTS];
+    if (e->direct && src.h == h && src.w == w) {
+        for (int i = 0; i < e->n; i++)
+            in[i] = tk__in_at(e, i, src.r, src.c);
+        tk__save(e, own);
+        float *out = tk__out_at(e, src.r, src.c);
+        /* A large output takes a contiguous region's results from scratch
+         * by streaming stores, as the built-in body writes it: ordinary
+         * stores would first read each output line from memory. */
+        if (e->stream_out && (h == 1 || e->out_ld == w)) {
+            float *res = e->scratch + e->n * e->area;
+            *touched = false;
+            int rc = tk__call(e, src, h, w, e->out_ld, in, res);
+            if (!rc)
+                tk__stream_copy(out, res, (size_t)(h * w) * sizeof *out);
+            return rc;
+        }
+        *touched = true;
+        return tk__call(e, src, h, w, e->out_ld, in, out);
+    }
+    *touched = false;
+    /* The built-in body reads each element before writing it, so its
+     * result may overwrite staged input 0 (a smaller scratch stays in
+     * cache: 256x512 blocks measured 5% faster). */
+    float *res = e->scratch + e->n * e->area;
+    for (int i = 0; i < e->n; i++) {
+        float *d = e->scratch + i * e->area;
+        /* The zero padding goes first: a pad of at most one vector is
+         * cleared by a store ending at the row's end, and staging then
+         * writes the valid part of it. */
+        for (int64_t r = 0; r < h; r++) {
+            int64_t valid = r < src.h ? src.w : 0;
+            if (valid < w && w - valid <= 8 && w >= 8)
+                memcpy(d + r * w + w - 8, &(tk__vec){0}, sizeof(tk__vec));
+            else if (valid < w)
+                memset(d + r * w + valid, 0, (size_t)(w - valid) * sizeof *d);
+        }
+        in[i] = d;
+    }
+    tk__stage_in(e, src, w);
+    int rc = tk__call(e, src, h, w, w, in, res);
+    if (rc)
+        return rc;
+    tk__save(e, own);
+    tk__stage_out(e->dtype, res, w, tk__out_at(e, src.r, src.c), e->out_ld * (int64_t)e->esize,
+                  src.h, src.w);
+    return TK_OK;
+}
+
+static bool tk__contiguous(const tk__exec *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->in_ld[i] != e->cols)
+            return false;
+    return e->out_ld == e->cols;
+}
+
+/* Elementwise bodies (mask, and pad on the padded copies): whole rows at a
+ * time, or spans of rows; tiles play no part in the result. */
+static int tk__run_elementwise(const tk__exec *e)
+{
+    if (e->k->is_axpy) {
+        if (tk__contiguous(e))
+            tk__axpy_rect(e, (tk__rect){0, 0, 1, e->rows * e->cols});
+        else
+            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols});
+        return TK_OK;
+    }
+    int64_t band = e->cols <= TK__SPAN ? TK__SPAN / e->cols : 1;
+    for (int64_t r = 0; r < e->rows; r += band) {
+        int64_t h = band < e->rows - r ? band : e->rows - r;
+        for (int64_t c = 0; c < e->cols; c += TK__SPAN) {
+            int64_t w = TK__SPAN < e->cols - c ? TK__SPAN : e->cols - c;
+            tk__rect g = {r, c, h, w};
+            bool touched;
+            int rc = tk__region(e, g, h, w, g, &touched);
+            if (rc) {
+                if (!touched)
+                    tk__restore(e, r, r + 1, c);
+                else if (w == e->cols)
+                    tk__restore(e, r + h, r + h, 0);
+                else
+                    tk__restore(e, r, r + 1, c + w);
+                return rc;
+            }
+        }
+    }
+    return TK_OK;
+}
+
+/* Where tk__touch leaves what it read, so the reads are not optimized away. */
+static atomic_uint tk__touched;
+
+/* Read rows [r0, r0 + h), columns [c0, c0 + w) of every input, the inputs
+ * side by side, through two 16-byte loads per 64-byte line: a loop paced
+ * like a compute loop lets the hardware prefetchers run ahead (one byte
+ * load per line measured about 20% slower).  The output is left to the
+ * tiles' stores (reading it too measured slower). */
+static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int64_t w)
+{
+    typedef uint32_t tk__u4 __attribute__((vector_size(16)));
+    tk__u4 acc = {0, 0, 0, 0};
+    size_t bytes = (size_t)w * e->esize;
+    for (int64_t r = r0; r < r0 + h; r++) {
+        const unsigned char *p[TK_KERNEL_MAX_INPUTS];
+        for (int i = 0; i < e->n; i++)
+            p[i] = tk__in_at(e, i, r, c0);
+        size_t b = 0;
+        for (; b + 48 <= bytes; b += 64)
+            for (int i = 0; i < e->n; i++) {
+                tk__u4 lo, hi;
+                memcpy(&lo, p[i] + b, sizeof lo);
+                memcpy(&hi, p[i] + b + 32, sizeof hi);
+                acc |= lo | hi;
+            }
+        for (int i = 0; i < e->n; i++)   /* the last line, when b stopped short */
+            acc[0] |= p[i][bytes - 1];
+    }
+    atomic_store_explicit(&tk__touched, acc[0] | acc[1] | acc[2] | acc[3],
+                          memory_order_relaxed);
+}
+
+/* Blockwise custom bodies see whole blocks, tiles in grid order;
+ * shift-inwards runs elementwise bodies on blocks moved back inside the
+ * matrix.
+ *
+ * A block visit keeps block_rows x operands short streams open at once,
+ * which the hardware prefetchers follow badly (a row-by-row blockwise axpy
+ * measured about 2x the fused loop).  When a panel of whole tiles fits
+ * TK__TOUCH bytes (the output counted, which the tiles then write), its
+ * inputs are first read in memory order and the tiles find them in cache
+ * (8x128 f32 blocks: 1.3 to 1.45x the fused loop, against 2x without).
+ * Larger tiles come from memory; reading them ahead into the L3 measured
+ * slower. */
+static int tk__run_tiles(const tk__exec *e, bool shifted)
+{
+    /* Panel width in columns, whole tiles; 0 when not even one fits. */
+    int64_t pw = TK__TOUCH / ((e->n + 1) * e->br * (int64_t)e->esize) / e->bc * e->bc;
+    if (shifted)
+        pw = 0;
+    for (int64_t r0 = 0; r0 < e->rows; r0 += e->br) {
+        int64_t h = e->br < e->rows - r0 ? e->br : e->rows - r0;
+        /* The built-in body is elementwise: it computes the moved blocks of
+         * a tile row one matrix row at a time, the same work (overlaps
+         * included) in memory order instead of block by block. */
+        for (int64_t r = r0 + h - e->br; shifted && e->k->is_axpy && r < r0 + h; r++)
+            for (int64_t c0 = 0; c0 < e->cols; c0 += e->bc) {
+                int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
+                tk__axpy_rect(e, (tk__rect){r, c0 + w - e->bc, 1, e->bc});
+            }
+        bool in_place = e->direct && !shifted && h == e->br;
+        for (int64_t c0 = 0; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
+            int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
+            if (pw && c0 % pw == 0)
+                tk__touch(e, r0, h, c0, pw < e->cols - c0 ? pw : e->cols - c0);
+            tk__rect own = {r0, c0, h, w}, src = own;
+            bool touched = true;
+            int rc;
+            if (in_place && w == e->bc) {
+                /* A whole tile in place calls the body straight from here:
+                 * little work between two body calls lets the processor
+                 * start a tile's loads while the previous tile's are still
+                 * in flight (through tk__region, the blockwise axpy
+                 * measured 10 to 20% slower). */
+                const float *in[TK_KERNEL_MAX_INPUTS];
+                for (int i = 0; i < e->n; i++)
+                    in[i] = tk__in_at(e, i, r0, c0);
+                tk__save(e, own);
+                rc = tk__call(e, own, h, w, e->out_ld, in,
+                              tk__out_at(e, r0, c0));
+            } else {
+                if (shifted)
+                    src = (tk__rect){r0 + h - e->br, c0 + w - e->bc, e->br, e->bc};
+                rc = tk__region(e, src, e->br, e->bc, own, &touched);
+            }
+            if (rc) {
+                tk__restore(e, r0, r0 + h, touched ? c0 + w : c0);
+                return rc;
+            }
+        }
+    }
+    return TK_OK;
+}
+
+static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
+                          const tk_matrix *const *in, const tk_matrix *out, bool aliased)
+{
+    *e = (tk__exec){.k = k, .dtype = out->dtype, .n = k->n_inputs, .rows = out->rows,
+                    .cols = out->cols, .br = t->block_rows, .bc = t->block_cols,
+                    .esize = (size_t)tk_dtype_size(out->dtype), .out = out->data,
+                    .out_ld = out->stride};
+    /* A custom body runs on the matrices when they are f32 with one
+     * stride and its output is not an input; it is staged otherwise.  (The
+     * built-in one computes on the matrices in their dtype: tk__axpy_row.) */
+    e->direct = e->dtype == TK_DTYPE_F32 && !aliased;
+    for (int i = 0; i < e->n; i++) {
+        e->in[i] = in[i]->data;
+        e->in_ld[i] = in[i]->stride;
+        e->direct = e->direct && in[i]->stride == out->stride;
+    }
+    e->axpy = k->axpy;
+    e->axpy.stream = (size_t)(e->rows * e->cols) * e->esize >= TK__STREAM;
+}
+
+/* Staging areas for what a custom body cannot run on in place. */
+static int tk__scratch(tk__exec *e, int tail, bool blockwise)
+{
+    bool edges = e->rows % e->br || e->cols % e->bc;
+    e->area = 0;
+    if (e->k->is_axpy)
+        return TK_OK;
+    if (blockwise && (!e->direct || edges))
+        e->area = e->br * e->bc;   /* no overflow: at most the padded size */
+    else if (!blockwise && !e->direct)
+        e->area = tail == TK_TAIL_SHIFT_INWARDS ? e->br * e->bc : TK__SPAN;
+    else if (!blockwise && tail == TK_TAIL_MASK && e->axpy.stream)
+        e->area = TK__SPAN, e->stream_out = true;   /* the results' scratch */
+    if (!e->area)
+        return TK_OK;
+    size_t bytes;
+    int rc = tk__bytes(e->n + 1, e->area, sizeof(float), &bytes);
+    if (rc)
+        return rc;
+    if (!(e->scratch = malloc(bytes)))
+        return tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of "
+                        "staging", bytes);
+    return TK_OK;
+}
+
+static int tk__dispatch(tk__exec *e, int tail)
+{
+    /* The built-in body is elementwise and never fails, so under either
+     * body kind it computes in memory order: the same bits, the same
+     * untouched-on-failure output (it cannot fail), no tile walk. */
+    bool blockwise = e->k->body_kind == TK_BODY_BLOCKWISE && !e->k->is_axpy;
+    int rc = tk__scratch(e, tail, blockwise);
+    if (rc)
+        return rc;
+    if (blockwise)
+        rc = tk__run_tiles(e, false);
+    else if (tail == TK_TAIL_SHIFT_INWARDS)
+        rc = tk__run_tiles(e, true);
+    else
+        rc = tk__run_elementwise(e);
+    tk__stream_fence();   /* streamed lines are in memory before the caller reads them */
+    free(e->scratch);
+    return rc;
+}
+
+/* TK_TAIL_PAD: the seed's wrapper.  Zero-padded copies of every input and a
+ * padded output; the body runs on them with no edge tiles; the output is
+ * cropped once every body call has succeeded, so no undo is needed. */
+int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
+                    tk_matrix *output)
+{
+    tk_matrix *pin[TK_KERNEL_MAX_INPUTS] = {0}, *pout = NULL;
+    int rc = TK_OK;
+    for (int i = 0; i < k->n_inputs && !rc; i++)
+        rc = tk_pad(t, inputs[i], &pin[i]);
+    if (!rc)
+        rc = tk_matrix_create(&pout, output->dtype, t->padded_rows, t->padded_cols);
+    if (!rc) {
+        tk__exec e;
+        tk__exec_init(&e, k, t, (const tk_matrix *const *)pin, pout, false);
+        rc = tk__dispatch(&e, TK_TAIL_PAD);
+    }
+    if (!rc)
+        rc = tk_crop(t, pout, output);
+    for (int i = 0; i < k->n_inputs; i++)
+        tk_matrix_destroy(pin[i]);
+    tk_matrix_destroy(pout);
+    return rc;
+}
+
+void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
+                         tk_matrix *output)
+{
+    tk_tiling t = {.rows = output->rows, .cols = output->cols, .block_rows = output->rows,
+                   .block_cols = output->cols, .tail = TK_TAIL_MASK};
+    tk__exec e;
+    tk__exec_init(&e, k, &t, inputs, output, false);
+    tk__dispatch(&e, TK_TAIL_MASK);
+}
+
+int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
+                 tk_matrix *output, bool aliased, void *undo)
+{
+    tk__exec e;
+    tk__exec_init(&e, k, t, inputs, output, aliased);
+    e.undo = undo;
+    e.partial = !k->is_axpy && !k->undo;
+    return tk__dispatch(&e, t->tail);
+}
