@@ -543,25 +543,33 @@ static int tk__dispatch(tk__exec *e, int tail)
  * padded output; the body runs on them with no edge tiles; the output is
  * cropped once every body call has succeeded, so no undo is needed. */
 int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                    tk_matrix *output)
+                    tk_matrix *output, void *work)
 {
-    tk_matrix *pin[TK_KERNEL_MAX_INPUTS] = {0}, *pout = NULL;
-    int rc = TK_OK;
-    for (int i = 0; i < k->n_inputs && !rc; i++)
-        rc = tk_pad(t, inputs[i], &pin[i]);
-    if (!rc)
-        rc = tk_matrix_create(&pout, output->dtype, t->padded_rows, t->padded_cols);
-    if (!rc) {
-        tk__exec e;
-        tk__exec_init(&e, k, t, (const tk_matrix *const *)pin, pout, false);
-        rc = tk__dispatch(&e, TK_TAIL_PAD);
+    /* The padded inputs and output side by side in work: the inputs'
+     * pads are zeroed on every run, the output is all written by the body. */
+    size_t es = (size_t)tk_dtype_size(output->dtype);
+    size_t row = (size_t)t->padded_cols * es, plane = (size_t)t->padded_rows * row;
+    tk_matrix pin[TK_KERNEL_MAX_INPUTS], pout;
+    const tk_matrix *pp[TK_KERNEL_MAX_INPUTS];
+    for (int i = 0; i <= k->n_inputs; i++) {
+        unsigned char *d = (unsigned char *)work + (size_t)i * plane;
+        tk_matrix *m = i < k->n_inputs ? &pin[i] : &pout;
+        *m = (tk_matrix){output->dtype, t->padded_rows, t->padded_cols, t->padded_cols, d,
+                         NULL};
+        if (i == k->n_inputs)
+            break;
+        size_t valid = (size_t)t->cols * es;
+        for (int64_t r = 0; r < t->rows; r++) {
+            memcpy(d + (size_t)r * row, tk__row(inputs[i], r), valid);
+            memset(d + (size_t)r * row + valid, 0, row - valid);
+        }
+        memset(d + (size_t)t->rows * row, 0, (size_t)(t->padded_rows - t->rows) * row);
+        pp[i] = m;
     }
-    if (!rc)
-        rc = tk_crop(t, pout, output);
-    for (int i = 0; i < k->n_inputs; i++)
-        tk_matrix_destroy(pin[i]);
-    tk_matrix_destroy(pout);
-    return rc;
+    tk__exec e;
+    tk__exec_init(&e, k, t, pp, &pout, false);
+    int rc = tk__dispatch(&e, TK_TAIL_PAD);
+    return rc ? rc : tk_crop(t, &pout, output);
 }
 
 void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,

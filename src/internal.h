@@ -307,11 +307,12 @@ int tk__axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld, const floa
 void tk__axpy_row(const struct tk__axpy *p, int dtype, void *o, const void *x, const void *y,
                   int64_t n, bool stream);
 
-/* tk_kernel_run after validation: TK_TAIL_PAD through padded copies, the
- * other tails on the matrices with `undo` (an output-sized buffer, or NULL
- * for none) saving what a custom body overwrites. */
+/* tk_kernel_run after validation: TK_TAIL_PAD through padded copies of
+ * the inputs and output in `work` ((inputs + 1) padded planes), the other
+ * tails on the matrices with `undo` (an output-sized buffer, or NULL for
+ * none) saving what a custom body overwrites. */
 int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                    tk_matrix *output);
+                    tk_matrix *output, void *work);
 int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
                  tk_matrix *output, bool aliased, void *undo);
 /* The built-in axpy of k over validated matrices, in memory order: what any

@@ -10,14 +10,15 @@
 /* ---- handles ------------------------------------------------------------ */
 
 /* The handle is the first member, so a tk_kernel * is also a box *.  The
- * undo buffer is a cache that tk_kernel_run keeps across runs of a custom
- * kernel (a fresh buffer of the output's size costs a page fault per 4 KiB
- * on every run); undo_busy hands it to one run at a time. */
+ * work buffer is a cache that tk_kernel_run keeps across runs (a fresh
+ * buffer costs a page fault per 4 KiB on every run): the padded copies of
+ * TK_TAIL_PAD, or a custom body's undo copy.  work_busy hands it to one
+ * run at a time. */
 struct tk__kernel_box {
     tk_kernel k;
-    atomic_flag undo_busy;
-    void *undo;
-    size_t undo_bytes;
+    atomic_flag work_busy;
+    void *work;
+    size_t work_bytes;
 };
 
 static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
@@ -30,9 +31,9 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
                        {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true};
     if (is_axpy)
         b->k.user = &b->k.axpy;
-    atomic_flag_clear(&b->undo_busy);
-    b->undo = NULL;
-    b->undo_bytes = 0;
+    atomic_flag_clear(&b->work_busy);
+    b->work = NULL;
+    b->work_bytes = 0;
     *out = &b->k;
     return TK_OK;
 }
@@ -85,7 +86,7 @@ void tk_kernel_destroy(tk_kernel *k)
     if (!k)
         return;
     struct tk__kernel_box *b = (struct tk__kernel_box *)k;
-    free(b->undo);
+    free(b->work);
     free(b);
 }
 
@@ -239,29 +240,39 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     int rc = tk__kernel_validate("tk_kernel_run", k, t, inputs, output, &aliased);
     if (rc)
         return rc;
-    if (t->tail == TK_TAIL_PAD)   /* the output is written only by the final crop */
-        return tk__exec_padded(k, t, inputs, output);
-    if (k->is_axpy || !k->undo)   /* the built-in body never fails */
+    bool pad = t->tail == TK_TAIL_PAD;
+    if (!pad && (k->is_axpy || !k->undo))   /* the built-in body never fails */
         return tk__exec_run(k, t, inputs, output, aliased, NULL);
 
+    /* The work buffer: padded copies of every operand (the output is
+     * written only by the final crop), or the undo copy of the output. */
     size_t bytes;
-    if ((rc = tk__bytes(output->rows, output->cols, tk_dtype_size(output->dtype), &bytes)))
-        return rc;
+    int64_t es = tk_dtype_size(output->dtype);
+    if ((rc = pad ? tk__bytes(k->n_inputs + 1, t->padded_elements, es, &bytes)
+                  : tk__bytes(output->rows, output->cols, es, &bytes)))
+        return tk__fail(rc, "tk_kernel_run: %s of %lldx%lld %s overflows",
+                        pad ? "the padded copies" : "the undo copy",
+                        (long long)(pad ? t->padded_rows : output->rows),
+                        (long long)(pad ? t->padded_cols : output->cols),
+                        tk_dtype_name(output->dtype));
     struct tk__kernel_box *b = (struct tk__kernel_box *)k;   /* only the cache changes */
-    bool cached = !atomic_flag_test_and_set_explicit(&b->undo_busy, memory_order_acquire);
-    if (cached && b->undo_bytes < bytes) {
-        free(b->undo);
-        b->undo = malloc(bytes);
-        b->undo_bytes = b->undo ? bytes : 0;
+    bool cached = !atomic_flag_test_and_set_explicit(&b->work_busy, memory_order_acquire);
+    if (cached && b->work_bytes < bytes) {
+        free(b->work);
+        b->work = malloc(bytes);
+        b->work_bytes = b->work ? bytes : 0;
     }
-    void *undo = cached ? b->undo : malloc(bytes);
-    if (!undo)
-        rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of undo", bytes);
+    void *work = cached ? b->work : malloc(bytes);
+    if (!work)
+        rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of %s", bytes,
+                      pad ? "padded copies" : "undo");
+    else if (pad)
+        rc = tk__exec_padded(k, t, inputs, output, work);
     else
-        rc = tk__exec_run(k, t, inputs, output, aliased, undo);
+        rc = tk__exec_run(k, t, inputs, output, aliased, work);
     if (cached)
-        atomic_flag_clear_explicit(&b->undo_busy, memory_order_release);
+        atomic_flag_clear_explicit(&b->work_busy, memory_order_release);
     else
-        free(undo);
+        free(work);
     return rc;
 }
