@@ -15,6 +15,7 @@
  * stores, which the fused loop does not: its ratios can be under 1. */
 #include "bench.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <tilekern.h>
@@ -156,6 +157,75 @@ static void run_piped(void *ctx)
     check(tk_pipeline_run(w->p, w->in, w->out));
 }
 
+/* ---- two threads --------------------------------------------------------------- */
+
+/* The memcpy on two threads, half each: the bandwidth two threads reach. */
+static void *copy_half(void *arg)
+{
+    size_t h = COPY_BYTES / 2 * (arg != NULL);
+    memcpy((char *)copy_dst + h, (const char *)copy_src + h, COPY_BYTES / 2);
+    return NULL;
+}
+
+static void run_memcpy2(void *ctx)
+{
+    (void)ctx;
+    pthread_t t;
+    if (pthread_create(&t, NULL, copy_half, copy_dst)) {
+        fprintf(stderr, "bench_kernel: no second thread\n");
+        exit(1);
+    }
+    copy_half(NULL);
+    pthread_join(t, NULL);
+}
+
+/* 4096x4096 f32, 8x128 blocks, mask: each kind of run on one thread and on
+ * two, interleaved; prints the speedup and the two-thread run's bandwidth
+ * as a share of the two-thread memcpy's.  No limits: the figures say what
+ * a second core buys on the machine at hand. */
+static void two_threads(tk_device *dev)
+{
+    enum { R = 4096, C = 4096 };
+    tk_matrix *x = matrix(TK_DTYPE_F32, R, C, 1), *y = matrix(TK_DTYPE_F32, R, C, 2), *out;
+    check(tk_matrix_create(&out, TK_DTYPE_F32, R, C));
+    tk_tiling *t = tiling(R, C, 8, 128, TK_TAIL_MASK);
+    const char *names[3] = {"mask_elementwise", "mask_blockwise_custom", "pipeline"};
+    struct wrapped w[2][2];
+    struct piped pw[2];
+    bench_fn fns[8] = {run_memcpy, run_memcpy2};
+    void *ctx[8] = {NULL, NULL};
+    for (int n = 0; n < 2; n++) {
+        w[n][0] = (struct wrapped){kernel(TK_BODY_ELEMENTWISE, false), t, {x, y}, out};
+        w[n][1] = (struct wrapped){kernel(TK_BODY_BLOCKWISE, true), t, {x, y}, out};
+        check(tk_kernel_set(w[n][1].k, TK_KERNEL_THREAD_SAFE, 1));
+        pw[n] = (struct piped){NULL, {x, y}, out};
+        check(tk_pipeline_create(&pw[n].p, w[n][0].k, t, dev));
+        for (int i = 0; i < 2; i++)
+            check(tk_kernel_set(w[n][i].k, TK_KERNEL_THREADS, n + 1));
+        fns[2 + n] = run_wrapped, ctx[2 + n] = &w[n][0];
+        fns[4 + n] = run_wrapped, ctx[4 + n] = &w[n][1];
+        fns[6 + n] = run_piped, ctx[6 + n] = &pw[n];
+    }
+    double med[8];
+    bench_interleaved(fns, ctx, 8, REPS, med);
+    printf("kernel_memcpy_2_threads_speedup: %.2f\n", med[0] / med[1]);
+    for (int i = 0; i < 3; i++) {
+        printf("kernel_%s_f32_4096x4096_b8x128_2_threads_speedup: %.2f\n", names[i],
+               med[2 + 2 * i] / med[3 + 2 * i]);
+        printf("kernel_%s_f32_4096x4096_b8x128_2_threads_of_2_thread_memcpy: %.2f\n",
+               names[i], 3.0 * R * C * 4 / med[3 + 2 * i] / (2.0 * COPY_BYTES / med[1]));
+    }
+    for (int n = 0; n < 2; n++) {
+        tk_pipeline_destroy(pw[n].p);
+        tk_kernel_destroy(w[n][0].k);
+        tk_kernel_destroy(w[n][1].k);
+    }
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
+}
+
 int main(void)
 {
     int over = 0;
@@ -268,6 +338,7 @@ int main(void)
             tk_matrix_destroy(y);
             tk_matrix_destroy(out);
         }
+    two_threads(dev);
     tk_device_destroy(dev);
     free(copy_dst);
     free(copy_src);

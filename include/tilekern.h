@@ -207,6 +207,14 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
  * may then be partly written after TK_ECALLBACK (since 0.5). */
 #define TK_KERNEL_UNDO 205
 
+/* Threads of a run (since 0.5): 1 (default), up to TK_KERNEL_MAX_THREADS,
+ * or 0 for every online core.  Results are bit-identical to one thread.  A
+ * custom body is called from several threads only when TK_KERNEL_THREAD_SAFE
+ * is 1 (default 0). */
+#define TK_KERNEL_THREADS 206
+#define TK_KERNEL_THREAD_SAFE 207
+#define TK_KERNEL_MAX_THREADS 256
+
 #define TK_BODY_ELEMENTWISE 1   /* may be called on any sub-rectangle */
 #define TK_BODY_BLOCKWISE 2     /* always sees one zero-padded block */
 

@@ -2,9 +2,11 @@
  * staging of operands through f32, undo of a failed custom body. */
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -83,7 +85,11 @@ typedef struct {
     float *scratch;      /* staging areas of `area` floats: one per input, and
                           * one for the result */
     int64_t area;
+    atomic_bool *stop;   /* threads: set when a body of any band failed */
 } tk__exec;
+
+/* What a band's run returns when another band's failure stopped it. */
+enum { TK__STOPPED = 1 };
 
 static inline const void *tk__in_at(const tk__exec *e, int i, int64_t r, int64_t c)
 {
@@ -279,7 +285,11 @@ static int tk__call_failed(const tk__exec *e, tk__rect g, int64_t h, int64_t w, 
 static inline int tk__call(const tk__exec *e, tk__rect g, int64_t h, int64_t w,
                            int64_t ld, const float *const *in, float *out)
 {
+    if (e->stop && atomic_load_explicit(e->stop, memory_order_relaxed))
+        return TK__STOPPED;
     int rc = tk__body(e->k, h, w, ld, in, out);
+    if (rc && e->stop)
+        atomic_store_explicit(e->stop, true, memory_order_relaxed);
     return rc ? tk__call_failed(e, g, h, w, rc) : TK_OK;
 }
 
@@ -539,6 +549,103 @@ static int tk__dispatch(tk__exec *e, int tail)
     return rc;
 }
 
+/* ---- threads -----------------------------------------------------------------
+ * A run on several threads splits the rows into bands, one per thread, in
+ * whole tile rows when tiles matter.  Every element is computed by the same
+ * code as on one thread, so the bits are the same.  Threads start for the
+ * run and end with it: nothing outlives a call (a pool would have to survive
+ * fork, which Python's multiprocessing does).  With undo, each band first
+ * saves its rows, and a failure anywhere restores every row. */
+
+typedef struct {
+    tk__exec e;
+    int tail;
+    unsigned char *save;   /* this band's rows of the undo buffer, or NULL */
+    pthread_t thread;
+    bool started;
+    int rc;
+    char msg[512];
+} tk__band;
+
+static void *tk__band_main(void *arg)
+{
+    tk__band *b = arg;
+    for (int64_t r = 0; b->save && r < b->e.rows; r++)
+        tk__stream_copy(b->save + (size_t)(r * b->e.cols) * b->e.esize, tk__out_at(&b->e, r, 0),
+                        (size_t)b->e.cols * b->e.esize);
+    b->rc = tk__dispatch(&b->e, b->tail);
+    if (b->rc < 0)   /* the message is this thread's: carry it back */
+        snprintf(b->msg, sizeof b->msg, "%s", tk_last_error_message());
+    return NULL;
+}
+
+/* Elements below which a band is not worth a thread. */
+#define TK__BAND_MIN ((int64_t)1 << 16)
+
+static int tk__threads(const tk_kernel *k)
+{
+    if (!k->is_axpy && !k->thread_safe)
+        return 1;
+    if (k->threads)
+        return k->threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > TK_KERNEL_MAX_THREADS ? TK_KERNEL_MAX_THREADS : (int)n;
+}
+
+static int tk__dispatch_threads(const tk__exec *e, int tail)
+{
+    /* Rows go to bands in units: tile rows, or single rows for elementwise
+     * work.  Shift-inwards moves the last tile row up over the one before,
+     * so those two share a unit (and a thread). */
+    bool tiles = tail == TK_TAIL_SHIFT_INWARDS ||
+                 (e->k->body_kind == TK_BODY_BLOCKWISE && !e->k->is_axpy);
+    int64_t unit = tiles ? e->br : 1, units = (e->rows + unit - 1) / unit;
+    if (tail == TK_TAIL_SHIFT_INWARDS && e->rows % e->br && units > 1)
+        units--;
+    int64_t n = tk__threads(e->k), work = e->rows * e->cols / TK__BAND_MIN;
+    n = n < units ? n : units;
+    n = n < work ? n : work;
+    tk__band *b = n > 1 ? calloc((size_t)n, sizeof *b) : NULL;
+    if (!b) {
+        tk__exec one = *e;
+        return tk__dispatch(&one, tail);
+    }
+    atomic_bool stop = false;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r0 = units * i / n * unit, r1 = i + 1 < n ? units * (i + 1) / n * unit : e->rows;
+        tk__exec *x = &b[i].e;
+        *x = *e;
+        for (int j = 0; j < e->n; j++)
+            x->in[j] = tk__in_at(e, j, r0, 0);
+        x->out = tk__out_at(e, r0, 0);
+        x->rows = r1 - r0;
+        x->undo = NULL;
+        x->stop = &stop;
+        b[i].tail = tail;
+        b[i].save = e->undo ? tk__undo_at(e, r0, 0) : NULL;
+    }
+    /* A thread that cannot start leaves its band to this one. */
+    for (int64_t i = 1; i < n; i++)
+        b[i].started = pthread_create(&b[i].thread, NULL, tk__band_main, &b[i]) == 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!b[i].started)
+            tk__band_main(&b[i]);
+    for (int64_t i = 1; i < n; i++)
+        if (b[i].started)
+            pthread_join(b[i].thread, NULL);
+    int rc = TK_OK;
+    for (int64_t i = 0; i < n && !rc; i++)
+        if (b[i].rc < 0)
+            rc = tk__fail(b[i].rc, "%s", b[i].msg);
+    if (rc && e->undo) {
+        tk__stream_fence();
+        for (int64_t r = 0; r < e->rows; r++)
+            memcpy(tk__out_at(e, r, 0), tk__undo_at(e, r, 0), (size_t)e->cols * e->esize);
+    }
+    free(b);
+    return rc;
+}
+
 /* TK_TAIL_PAD: the seed's wrapper.  Zero-padded copies of every input and a
  * padded output; the body runs on them with no edge tiles; the output is
  * cropped once every body call has succeeded, so no undo is needed. */
@@ -568,7 +675,7 @@ int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *con
     }
     tk__exec e;
     tk__exec_init(&e, k, t, pp, &pout, false);
-    int rc = tk__dispatch(&e, TK_TAIL_PAD);
+    int rc = tk__dispatch_threads(&e, TK_TAIL_PAD);
     return rc ? rc : tk_crop(t, &pout, output);
 }
 
@@ -579,7 +686,7 @@ void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
                    .block_cols = output->cols, .tail = TK_TAIL_MASK};
     tk__exec e;
     tk__exec_init(&e, k, &t, inputs, output, false);
-    tk__dispatch(&e, TK_TAIL_MASK);
+    tk__dispatch_threads(&e, TK_TAIL_MASK);
 }
 
 int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
@@ -589,5 +696,5 @@ int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const 
     tk__exec_init(&e, k, t, inputs, output, aliased);
     e.undo = undo;
     e.partial = !k->is_axpy && !k->undo;
-    return tk__dispatch(&e, t->tail);
+    return tk__dispatch_threads(&e, t->tail);
 }

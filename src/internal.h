@@ -270,6 +270,8 @@ struct tk_kernel {
     int reduce;         /* a TK__REDUCE_* value: 0 for elementwise contracts */
     int accum;          /* a reduction's accumulation dtype */
     bool undo;          /* TK_KERNEL_UNDO */
+    int threads;        /* TK_KERNEL_THREADS: 0 is every online core */
+    bool thread_safe;   /* TK_KERNEL_THREAD_SAFE */
 };
 
 enum { TK__REDUCE_NONE, TK__REDUCE_MATMUL, TK__REDUCE_ROW_SUM };

@@ -28,7 +28,8 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
     b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
-                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true};
+                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true, 1,
+                       false};
     if (is_axpy)
         b->k.user = &b->k.axpy;
     atomic_flag_clear(&b->work_busy);
@@ -95,7 +96,8 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
     if (!k)
         return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
     if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH &&
-        param != TK_KERNEL_ACCUM && param != TK_KERNEL_UNDO)
+        param != TK_KERNEL_ACCUM && param != TK_KERNEL_UNDO && param != TK_KERNEL_THREADS &&
+        param != TK_KERNEL_THREAD_SAFE)
         return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
     /* TK_KERNEL_INPUTS fails here as read-only. */
     int rc = tk__param_check("tk_kernel", param, value);
@@ -105,8 +107,12 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
         k->body_kind = (int)value;
         return TK_OK;
     }
-    if (param == TK_KERNEL_UNDO) {
-        k->undo = value;
+    if (param == TK_KERNEL_UNDO || param == TK_KERNEL_THREAD_SAFE) {
+        *(param == TK_KERNEL_UNDO ? &k->undo : &k->thread_safe) = value;
+        return TK_OK;
+    }
+    if (param == TK_KERNEL_THREADS) {
+        k->threads = (int)value;
         return TK_OK;
     }
     if (param == TK_KERNEL_ACCUM) {
@@ -137,6 +143,8 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
     case TK_KERNEL_ARITH: *value = k->axpy.arith; return TK_OK;
     case TK_KERNEL_UNDO: *value = k->undo; return TK_OK;
+    case TK_KERNEL_THREADS: *value = k->threads; return TK_OK;
+    case TK_KERNEL_THREAD_SAFE: *value = k->thread_safe; return TK_OK;
     case TK_KERNEL_ACCUM:
         if (!k->reduce)
             return tk__fail(TK_EINVAL, "tk_kernel_get: TK_KERNEL_ACCUM is for reduction "

@@ -3,8 +3,10 @@
 #include "tk_test.h"
 
 #include <criterion/parameterized.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---- the independent reference -------------------------------------------------
  * Round to nearest even written from the definition (not the library's
@@ -1030,6 +1032,150 @@ Test(kernel, undo_can_be_turned_off)
     tk_matrix_destroy(out);
     tk_matrix_destroy(x);
     tk_matrix_destroy(y);
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+/* A custom body that also records how many of its calls were in flight at
+ * once.  With `wait_for_two` set, a call waits (up to 5 s) for a second one
+ * to be in flight, so a run that can be concurrent is, however busy the
+ * machine. */
+static atomic_int in_flight, most_in_flight;
+static atomic_bool wait_for_two;
+
+static int counting_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                       const float *const *in, float *out)
+{
+    int now = atomic_fetch_add(&in_flight, 1) + 1;
+    for (int seen = atomic_load(&most_in_flight); now > seen &&
+         !atomic_compare_exchange_weak(&most_in_flight, &seen, now);)
+        ;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&wait_for_two) && atomic_load(&most_in_flight) < 2) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec > 5)
+            break;
+    }
+    const float *alpha = user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            out[r * ld + j] = *alpha * in[0][r * ld + j] + in[1][r * ld + j];
+    atomic_fetch_sub(&in_flight, 1);
+    return 0;
+}
+
+/* A thread-safe body that writes garbage and fails on its 700th call. */
+static atomic_long failing_calls;
+
+static int failing_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                      const float *const *in, float *out)
+{
+    (void)user;
+    (void)in;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            out[r * ld + j] = -1.0f;
+    return atomic_fetch_add(&failing_calls, 1) == 700 ? 7 : 0;
+}
+
+/* Every thread count gives one thread's bits: built-in and thread-safe
+ * custom bodies, f32 and bf16, every tail and body kind, an edge in both
+ * directions (so bands end inside tiles and shift-inwards moves tiles). */
+Test(kernel, threads_give_the_same_bits)
+{
+    static const float alpha = 0.7f;
+    for (int d = 0; d < 2; d++)
+        for (int tail = TK_TAIL_PAD; tail <= TK_TAIL_SHIFT_INWARDS; tail++)
+            for (int kind = TK_BODY_ELEMENTWISE; kind <= TK_BODY_BLOCKWISE; kind++)
+                for (int custom = 0; custom < 2; custom++) {
+                    if (tail == TK_TAIL_SHIFT_INWARDS && kind == TK_BODY_BLOCKWISE)
+                        continue;
+                    int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+                    tk_matrix *x = make(dtype, 517, 700, 700, 91), *y = make(dtype, 517, 700,
+                                                                            700, 92);
+                    tk_matrix *out = make(dtype, 517, 700, 700, 93);
+                    const tk_matrix *in[] = {x, y};
+                    uint32_t *want = oracle_axpy(x, y, alpha);
+                    tk_tiling *t;
+                    tkt_expect_status(tk_tiling_create(&t, 517, 700, 8, 128), TK_OK);
+                    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, tail), TK_OK);
+                    tk_kernel *k;
+                    if (custom) {
+                        tkt_expect_status(tk_kernel_custom(&k, 2, counting_cb, (void *)&alpha),
+                                          TK_OK);
+                        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+                    } else {
+                        tkt_expect_status(tk_kernel_axpy(&k, alpha), TK_OK);
+                    }
+                    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, kind), TK_OK);
+                    const int64_t threads[] = {2, 3, 0, 7};
+                    for (int i = 0; i < 4; i++) {
+                        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, threads[i]), TK_OK);
+                        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s tail %d body %d %s, %lld threads",
+                                 tk_dtype_name(dtype), tail, kind, custom ? "custom" : "built-in",
+                                 (long long)threads[i]);
+                        expect_bits(out, want, what);
+                    }
+                    free(want);
+                    tk_kernel_destroy(k);
+                    tk_tiling_destroy(t);
+                    tk_matrix_destroy(x);
+                    tk_matrix_destroy(y);
+                    tk_matrix_destroy(out);
+                }
+}
+
+/* A body that is not declared thread-safe is never called twice at once;
+ * a declared one is, with enough threads and work; a failure on any thread
+ * leaves the output as it was. */
+Test(kernel, threads_respect_the_body)
+{
+    static const float alpha = 0.7f;
+    tk_matrix *x = make(TK_DTYPE_F32, 1024, 1024, 1024, 94);
+    tk_matrix *y = make(TK_DTYPE_F32, 1024, 1024, 1024, 95);
+    tk_matrix *out = make(TK_DTYPE_F32, 1024, 1024, 1024, 96);
+    const tk_matrix *in[] = {x, y};
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 1024, 1024, 8, 128), TK_OK);
+    tk_kernel *k;
+    int64_t v = -1;
+    tkt_expect_status(tk_kernel_custom(&k, 2, counting_cb, (void *)&alpha), TK_OK);
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_THREADS, &v), TK_OK);
+    cr_assert_eq(v, 1, "one thread by default");
+    tkt_expect_status(tk_kernel_get(k, TK_KERNEL_THREAD_SAFE, &v), TK_OK);
+    cr_assert_eq(v, 0, "custom bodies are not thread-safe by default");
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, TK_KERNEL_MAX_THREADS + 1),
+                      TK_ERANGE);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, -1), TK_ERANGE);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 4), TK_OK);
+    atomic_store(&most_in_flight, 0);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    cr_assert_eq(atomic_load(&most_in_flight), 1, "an undeclared body ran concurrently");
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+    atomic_store(&wait_for_two, true);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    atomic_store(&wait_for_two, false);
+    cr_assert_gt(atomic_load(&most_in_flight), 1, "a thread-safe body never ran concurrently");
+    tk_kernel_destroy(k);
+
+    /* Fail late, on some thread: every band stops, every row comes back. */
+    tkt_expect_status(tk_kernel_custom(&k, 2, failing_cb, NULL), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
+    void *before = snapshot(out);
+    atomic_store(&failing_calls, 0);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "returned 7"), "%s", tk_last_error_message());
+    expect_unchanged(out, before, "a failure on one of 3 threads");
+    free(before);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
 }
 
 /* ---- every bit pattern: NaN, Inf, subnormals, ties, overflow ----------------------------- */

@@ -118,6 +118,12 @@ class Kernel(_ffi.Handle):
     undo = _ffi.param("kernel", _ffi.TK_KERNEL_UNDO,
                       "True (default): a failing body leaves run's output as it was; "
                       "False: no undo copy, the output may be partly written", kind=bool)
+    # A Python body always runs on the thread that made the call (it is never
+    # declared TK_KERNEL_THREAD_SAFE: it holds the GIL anyway, and its
+    # exceptions are carried back by the calling thread's guard).
+    threads = _ffi.param("kernel", _ffi.TK_KERNEL_THREADS,
+                         "threads of a run of the built-in body: 1 (default), or 0 for "
+                         "every core; the results are the same bits")
     n_inputs = _ffi.param("kernel", _ffi.TK_KERNEL_INPUTS, "number of inputs",
                           readonly=True)
 

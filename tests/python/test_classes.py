@@ -44,6 +44,20 @@ def test_kernel_axpy_is_numpy_exactly(dtype, tail):
     assert got.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
 
 
+@pytest.mark.parametrize("threads", [2, 0])
+def test_kernel_threads_give_the_same_bits(threads):
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((2, 515, 700), np.float32)
+    want = np.float32(3) * x + y
+    with tk.Tiling(515, 700, 8, 128) as t, tk.Kernel.axpy(3.0) as k:
+        assert k.threads == 1
+        k.threads = threads
+        assert k.threads == threads
+        assert k.run(t, [x, y]).tobytes() == want.tobytes()
+        with pytest.raises(tk.RangeError):
+            k.threads = -1
+
+
 def test_kernel_errors_by_class():
     k = tk.Kernel.axpy(2.0)
     t = tk.Tiling(8, 128, 8, 128)

@@ -37,6 +37,55 @@ static int nothing(void *user)
     return 0;
 }
 
+/* A kernel of this thread's own on three threads of its own (bands of a
+ * matrix big enough to be split), every tail and both body kinds, built-in
+ * and a thread-safe custom body, against one thread's result. */
+static int axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                     const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            out[r * ld + c] = 2.0f * in[0][r * ld + c] + in[1][r * ld + c];
+    return 0;
+}
+
+static const char *threaded_runs(void)
+{
+    enum { R = 333, C = 600 };
+    static const int tails[3] = {TK_TAIL_MASK, TK_TAIL_PAD, TK_TAIL_SHIFT_INWARDS};
+    tk_matrix *m[4] = {NULL, NULL, NULL, NULL};   /* x, y, one thread, three */
+    tk_kernel *k[2] = {NULL, NULL};
+    tk_tiling *t = NULL;
+    const char *why = NULL;
+    for (int i = 0; i < 4 && !why; i++)
+        if (tk_matrix_create(&m[i], TK_DTYPE_F32, R, C))
+            why = "threaded matrices";
+    for (int i = 0; i < 2 && !why; i++)
+        memcpy(tk_matrix_data(m[i]), i ? ys : xs, sizeof xs);   /* the first rows */
+    if (!why && (tk_kernel_axpy(&k[0], 2.0f) || tk_kernel_custom(&k[1], 2, axpy_body, NULL) ||
+                 tk_kernel_set(k[1], TK_KERNEL_THREAD_SAFE, 1) || tk_tiling_create(&t, R, C, 8, 128)))
+        why = "threaded kernels";
+    const tk_matrix *in[2] = {m[0], m[1]};
+    for (int i = 0; !why && i < 12; i++) {
+        tk_kernel *kk = k[i / 6];
+        int tail = tails[i % 3], body = i % 6 < 3 ? TK_BODY_ELEMENTWISE : TK_BODY_BLOCKWISE;
+        if (tail == TK_TAIL_SHIFT_INWARDS && body == TK_BODY_BLOCKWISE)
+            continue;
+        if (tk_tiling_set(t, TK_TILING_TAIL, tail) || tk_kernel_set(kk, TK_KERNEL_BODY, body) ||
+            tk_kernel_set(kk, TK_KERNEL_THREADS, 1) || tk_kernel_run(kk, t, in, m[2]) ||
+            tk_kernel_set(kk, TK_KERNEL_THREADS, 3) || tk_kernel_run(kk, t, in, m[3]) ||
+            memcmp(tk_matrix_data(m[2]), tk_matrix_data(m[3]), (size_t)R * C * 4))
+            why = "a kernel run on three threads";
+    }
+    tk_tiling_destroy(t);
+    for (int i = 0; i < 2; i++)
+        tk_kernel_destroy(k[i]);
+    for (int i = 0; i < 4; i++)
+        tk_matrix_destroy(m[i]);
+    return why;
+}
+
 /* One thread's work; the failure it returns names what went wrong. */
 static const char *work(int id)
 {
@@ -62,6 +111,8 @@ static const char *work(int id)
         tk_tiling_destroy(t);
         t = NULL;
     }
+    if (!why)
+        why = threaded_runs();
     if (!why && (tk_tiling_create(&t, 48, 384, 8, 128) ||
                  tk_device_simulated(&dev, "TPU v5 lite") ||
                  tk_pipeline_create(&p, shared_kernel, t, dev)))
