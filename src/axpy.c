@@ -129,8 +129,8 @@ static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16
 
 /* The built-in body as a tk_body_fn: f32(f32(alpha*x) + y), or the
  * declared arithmetic, row by row.  Runs of the executor do not call it
- * (they compute on the matrices, see tk__axpy_row); the pipeline, calls
- * and the audit do, on contiguous blocks. */
+ * (they compute on the matrices, see tk__axpy_row); calls, the audit and
+ * the pipeline's slot-by-slot runs do, on contiguous blocks. */
 TK_DISPATCH_RET(int, tk__axpy_block,
                 (void *user, int64_t rows, int64_t cols, int64_t ld, const float *const *in,
                  float *out),

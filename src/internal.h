@@ -223,12 +223,9 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 
 /* ---- kernels (kernel.c) ---------------------------------------------- */
 
-/* The built-in axpy's parameters, which its body's user pointer points to.
- * stream is false in the kernel; the executor sets it on its own copy when
- * the output is large (tk__axpy_row). */
+/* The built-in axpy's parameters, which its body's user pointer points to. */
 struct tk__axpy {
     float alpha;
-    bool stream;        /* whole output lines may bypass the cache */
     int arith;          /* TK_ARITH_* flags */
 };
 

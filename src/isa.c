@@ -17,7 +17,8 @@ static int tk__isa_cpu(void)
 #if TK__ISA_X86
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("bmi2");
+                __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                __builtin_cpu_supports("popcnt");
     bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                   __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
@@ -28,8 +29,10 @@ static int tk__isa_cpu(void)
 }
 
 /* -1 before the choice; then the path.  Relaxed: every thread that races
- * to make the choice computes the same value. */
+ * to make the choice computes the same value.  tk__isa_req keeps what
+ * TK_ISA asked at that moment, for tk_build_info. */
 _Atomic int tk__isa_level = -1;
+static _Atomic int tk__isa_req = -1;
 
 /* What TK_ISA asked for: a path, -1 unset or empty, -2 not a path name. */
 static int tk__isa_asked(void)
@@ -48,6 +51,7 @@ int tk__isa_init(void)
     int cpu = tk__isa_cpu(), asked = tk__isa_asked();
     /* A forced path the CPU lacks would fault: the best one below it runs. */
     int isa = asked < 0 ? cpu : asked < cpu ? asked : cpu;
+    atomic_store_explicit(&tk__isa_req, asked, memory_order_relaxed);
     atomic_store_explicit(&tk__isa_level, isa, memory_order_relaxed);
     return isa;
 }
@@ -67,7 +71,7 @@ const char *tk_build_info(void)
             ;
         return line;
     }
-    int asked = tk__isa_asked();
+    int isa = tk__isa(), asked = atomic_load_explicit(&tk__isa_req, memory_order_relaxed);
     const char *asked_name = asked == -1 ? "unset" : asked == -2 ? "unknown"
                                                                  : tk__isa_names[asked];
 #if defined(__clang__)
@@ -78,7 +82,7 @@ const char *tk_build_info(void)
     const char *cc = "unknown";
 #endif
     snprintf(line, sizeof line, "version=%s isa=%s cpu=%s TK_ISA=%s compiler=%s",
-             tk_version_string(), tk__isa_names[tk__isa()], tk__isa_names[tk__isa_cpu()],
+             tk_version_string(), tk__isa_names[isa], tk__isa_names[tk__isa_cpu()],
              asked_name, cc);
     atomic_store_explicit(&state, 2, memory_order_release);
     return line;

@@ -28,7 +28,7 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     if (!b)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
     b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
-                       {alpha, false, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true, 1,
+                       {alpha, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true, 1,
                        false};
     if (is_axpy)
         b->k.user = &b->k.axpy;
