@@ -113,8 +113,9 @@ static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16
     c = c < n ? c : n;
     tk__axpy_bf16(o, x, y, c, a);
     for (; c + L <= n; c += L) {
-        uint16_t t[L];
-        tk__axpy_bf16(t, x + c, y + c, L, a);
+        uint16_t t[L];   /* a fixed-length loop: no overlap check to pay */
+        for (int k = 0; k < L; k++)
+            t[k] = tk__bf16_from(a * tk__bf16_to(x[c + k]) + tk__bf16_to(y[c + k]));
         for (int k = 0; k < L; k += 8) {
             __m128i v;
             memcpy(&v, t + k, sizeof v);

@@ -265,11 +265,13 @@ static void tk__restore(const tk__exec *e, int64_t full, int64_t end, int64_t c)
 }
 
 /* The built-in axpy on rows of the matrices themselves, in their dtype.
- * One long run (a contiguous elementwise run) of a large output is
- * written by streaming stores. */
-static void tk__axpy_rect(const tk__exec *e, tk__rect g)
+ * `stream`: a large output written by streaming stores, for one long run
+ * (a contiguous elementwise run), or short pieces of f32 rows, whose lines
+ * shared with other pieces are streamed too (bf16 pieces would write those
+ * with ordinary stores, and a line written both ways goes out slowly). */
+static void tk__axpy_rect(const tk__exec *e, tk__rect g, bool stream)
 {
-    bool stream = e->stream && g.h == 1 && g.w >= 2 * TK__LINE;
+    stream = stream && g.h == 1 && g.w >= 2 * TK__LINE;
     for (int64_t i = 0; i < g.h; i++)
         tk__axpy_row(&e->axpy, e->dtype, tk__out_at(e, g.r + i, g.c),
                      tk__in_at(e, 0, g.r + i, g.c), tk__in_at(e, 1, g.r + i, g.c), g.w, stream);
@@ -362,9 +364,9 @@ static int tk__run_elementwise(const tk__exec *e)
 {
     if (e->k->is_axpy) {
         if (tk__contiguous(e))
-            tk__axpy_rect(e, (tk__rect){0, 0, 1, e->rows * e->cols});
+            tk__axpy_rect(e, (tk__rect){0, 0, 1, e->rows * e->cols}, e->stream);
         else
-            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols});
+            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols}, false);
         return TK_OK;
     }
     int64_t band = e->cols <= TK__SPAN ? TK__SPAN / e->cols : 1;
@@ -446,7 +448,8 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
         for (int64_t r = r0 + h - e->br; shifted && e->k->is_axpy && r < r0 + h; r++)
             for (int64_t c0 = 0; c0 < e->cols; c0 += e->bc) {
                 int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
-                tk__axpy_rect(e, (tk__rect){r, c0 + w - e->bc, 1, e->bc});
+                tk__axpy_rect(e, (tk__rect){r, c0 + w - e->bc, 1, e->bc},
+                              e->stream && e->dtype == TK_DTYPE_F32);
             }
         bool in_place = e->direct && !shifted && h == e->br;
         for (int64_t c0 = 0; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
