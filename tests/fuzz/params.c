@@ -1,5 +1,5 @@
 /* params.c - libFuzzer harness for tiling and the host kernel: fuzzed
- * shapes, blocks, tails, dtypes, alphas and row gaps.  Every call returns a
+ * shapes, blocks, tails, dtypes, alphas, body kinds and row gaps.  Every call returns a
  * documented status with *out NULL on failure; a failed run leaves the
  * output (row gaps included) byte for byte; a successful one equals a
  * scalar reference of the contract and touches no gap; inputs never
@@ -51,6 +51,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     int dt[3] = {take(&b, 0, 7), take(&b, 0, 7), take(&b, 0, 7)};  /* 0 and 7: unknown */
     static const float alphas[4] = {2.0f, 3.0f, -0.5f, 1e-30f};
     float alpha = alphas[take(&b, 0, 3)];
+    int body = take(&b, 0, 2);   /* 0: out of range (read last: older corpora keep meaning) */
 
     tk_tiling *t = (tk_tiling *)1;
     int rc = tk_tiling_create(&t, rows, cols, br, bc);
@@ -64,6 +65,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         abort();  /* the tiling refused these above */
     tk_kernel *k;
     check(tk_kernel_axpy(&k, alpha) == TK_OK);
+    rc = tk_kernel_set(k, TK_KERNEL_BODY, body ? body : 7);
+    check(body ? rc == TK_OK : rc == TK_ERANGE);
     /* Three matrices with a row gap, over buffers whose gaps hold a pattern. */
     int64_t stride = cols + gap;
     unsigned char *mem[3];
