@@ -7,6 +7,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,36 +395,44 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
     part[2] = scale;
 }
 
-/* One pass over the blocks computes both references and every metric.
- * Without `out` it runs before the candidate: it first writes the stored
- * inputs from the originals, and the oracle stands in for the candidate's
- * output, since a candidate that matches the oracle bit for bit has exactly
- * the oracle's metrics.  With `out`, the candidate's output is measured.
- * Either way the oracle's stored elements land in `oracle`. */
-static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
-                       void *oracle, const tk_matrix *out, tk__case_result *res)
+/* One thread's share of tk__measure: spans [first, last) of the case, in
+ * order, into its own comparison states and maxima. */
+typedef struct {
+    const tk_audit *a;
+    const tk__case *c;
+    tk_matrix *const *in;
+    void *oracle;
+    const tk_matrix *out;
+    int64_t first, last;
+    tk__cmp impl, gap;
+    int32_t part[3];       /* bits of the |x| maxima */
+    int rc;
+    char msg[512];
+    pthread_t thread;
+    bool started;
+} tk__share;
+
+static void *tk__measure_share(void *arg)
 {
-    const tk_kernel *k = a->k;
+    tk__share *s = arg;
+    const tk__case *c = s->c;
+    const tk_kernel *k = s->a->k;
     int n = k->n_inputs, d = c->dtype;
-    int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
+    int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS, index = 0;
     size_t es = (size_t)tk_dtype_size(d);
     float *buf = malloc((size_t)(n + 4) * (size_t)B * sizeof(float));
-    if (!buf)
-        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
+    s->rc = buf ? TK_OK : tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
-    float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = out ? o + B : o;
+    float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = s->out ? o + B : o;
     for (int i = 0; i < n; i++)
         p[i] = buf + i * B;
-    res->diagnosis = TK_SCHEDULE_NOT_RUN;
-    tk__cmp_init(&res->impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
-    tk__cmp_init(&res->gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
-    int32_t part[3] = {0, 0, 0};  /* bits of the |x| maxima */
-    int rc = TK_OK;
-    for (tk__span b = {0}; !rc && tk__next_span(c, &b);) {
+    for (tk__span b = {0}; !s->rc && index < s->last && tk__next_span(c, &b); index++) {
+        if (index < s->first)
+            continue;
         for (int i = 0; i < n; i++) {
-            void *stored = tk__span_data(in[i], &b);
+            void *stored = tk__span_data(s->in[i], &b);
             orig[i] = c->orig + i * plane + b.off;
-            if (out)
+            if (s->out)
                 tk__row_to_f32(d, stored, (float *)p[i], b.ne);
             else
                 tk__store(d, orig[i], stored, (float *)p[i], b.ne,
@@ -431,16 +440,77 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
         }
         /* t: the body on the represented inputs before the cast; o: the
          * oracle, t cast once; ref: the body on the original data. */
-        if ((rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, p, t)) ||
-            (rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
+        if ((s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, p, t)) ||
+            (s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
             break;
-        tk__cast_parts(d, t, ref, (char *)oracle + (size_t)b.off * es, o, b.ne, part);
-        if (out)
-            tk__row_to_f32(d, tk__span_data(out, &b), cand, b.ne);
-        tk__cmp_rows(&res->impl, b.r0, b.c0, b.nr, b.nc, cand, o);
-        tk__cmp_rows(&res->gap, b.r0, b.c0, b.nr, b.nc, cand, ref);
+        tk__cast_parts(d, t, ref, (char *)s->oracle + (size_t)b.off * es, o, b.ne, s->part);
+        if (s->out)
+            tk__row_to_f32(d, tk__span_data(s->out, &b), cand, b.ne);
+        tk__cmp_rows(&s->impl, b.r0, b.c0, b.nr, b.nc, cand, o);
+        tk__cmp_rows(&s->gap, b.r0, b.c0, b.nr, b.nc, cand, ref);
     }
     free(buf);
+    if (s->rc)   /* the message is this thread's: carry it back */
+        snprintf(s->msg, sizeof s->msg, "%s", tk_last_error_message());
+    return NULL;
+}
+
+/* Spans below which a share is not worth a thread. */
+#define TK__SHARE_MIN 64
+
+/* One pass over the blocks computes both references and every metric.
+ * Without `out` it runs before the candidate: it first writes the stored
+ * inputs from the originals, and the oracle stands in for the candidate's
+ * output, since a candidate that matches the oracle bit for bit has exactly
+ * the oracle's metrics.  With `out`, the candidate's output is measured.
+ * Either way the oracle's stored elements land in `oracle`.  The pass runs
+ * on the contract kernel's threads (TK_KERNEL_THREADS), each on a run of
+ * consecutive spans; their states fold together in order, to the state of
+ * one pass. */
+static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
+                       void *oracle, const tk_matrix *out, tk__case_result *res)
+{
+    int64_t spans = 0;
+    for (tk__span b = {0}; tk__next_span(c, &b);)
+        spans++;
+    int64_t n = tk__kernel_threads(a->k);
+    n = n < spans / TK__SHARE_MIN ? n : spans / TK__SHARE_MIN;
+    n = n < 1 ? 1 : n;
+    tk__share one, *sh = n > 1 ? calloc((size_t)n, sizeof *sh) : &one;
+    if (!sh)
+        sh = &one, n = 1;
+    int d = c->dtype;
+    for (int64_t i = 0; i < n; i++) {
+        sh[i] = (tk__share){.a = a, .c = c, .in = in, .oracle = oracle, .out = out,
+                            .first = spans * i / n, .last = spans * (i + 1) / n};
+        tk__cmp_init(&sh[i].impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
+        tk__cmp_init(&sh[i].gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
+    }
+    for (int64_t i = 1; i < n; i++)
+        sh[i].started = pthread_create(&sh[i].thread, NULL, tk__measure_share, &sh[i]) == 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!sh[i].started)
+            tk__measure_share(&sh[i]);
+    for (int64_t i = 1; i < n; i++)
+        if (sh[i].started)
+            pthread_join(sh[i].thread, NULL);
+    res->diagnosis = TK_SCHEDULE_NOT_RUN;
+    res->impl = sh[0].impl;
+    res->gap = sh[0].gap;
+    int32_t part[3] = {0, 0, 0};
+    int rc = TK_OK;
+    for (int64_t i = 0; i < n; i++) {
+        if (i) {
+            tk__cmp_merge(&res->impl, &sh[i].impl);
+            tk__cmp_merge(&res->gap, &sh[i].gap);
+        }
+        for (int j = 0; j < 3; j++)   /* non-negative bit patterns order as values */
+            part[j] = sh[i].part[j] > part[j] ? sh[i].part[j] : part[j];
+        if (!rc && sh[i].rc)
+            rc = tk__fail(sh[i].rc, "%s", sh[i].msg);
+    }
+    if (sh != &one)
+        free(sh);
     memcpy(&res->input_part, &part[0], sizeof part[0]);
     memcpy(&res->output_part, &part[1], sizeof part[1]);
     memcpy(&res->scale, &part[2], sizeof part[2]);

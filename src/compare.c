@@ -286,6 +286,32 @@ TK_DISPATCH(tk__cmp_block, (tk__cmp *s, int64_t row0, int64_t col0, int64_t rows
     }
 }
 
+void tk__cmp_merge(tk__cmp *into, const tk__cmp *later)
+{
+    tk__where *w = into->where;
+    const tk__where *v = later->where;
+    if (!into->mismatches)
+        w[TK_WHERE_FIRST_MISMATCH - 1] = v[TK_WHERE_FIRST_MISMATCH - 1];
+    /* Strictly greater wins, as in tk__cmp_one: a tie keeps the earlier. */
+    if (later->max_abs > into->max_abs) {
+        into->max_abs = later->max_abs;
+        w[TK_WHERE_MAX_ABS - 1] = v[TK_WHERE_MAX_ABS - 1];
+    }
+    if (later->max_rel > into->max_rel) {
+        into->max_rel = later->max_rel;
+        w[TK_WHERE_MAX_REL - 1] = v[TK_WHERE_MAX_REL - 1];
+    }
+    if (v[TK_WHERE_MAX_ULP - 1].set &&
+        (!w[TK_WHERE_MAX_ULP - 1].set || later->max_ulp_seen > into->max_ulp_seen)) {
+        into->max_ulp_seen = later->max_ulp_seen;
+        w[TK_WHERE_MAX_ULP - 1] = v[TK_WHERE_MAX_ULP - 1];
+    }
+    into->elements += later->elements;
+    into->mismatches += later->mismatches;
+    for (int i = 0; i < 4; i++)
+        into->hist[i] += later->hist[i];
+}
+
 /* TK_DISPATCH functions are static: this is the comparison pass's entry. */
 void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
                   int64_t cols, const float *actual, const float *expected)

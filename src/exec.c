@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -588,15 +587,6 @@ static void *tk__band_main(void *arg)
 /* Elements below which a band is not worth a thread. */
 #define TK__BAND_MIN ((int64_t)1 << 16)
 
-static int tk__threads(const tk_kernel *k)
-{
-    if (!k->is_axpy && !k->thread_safe)
-        return 1;
-    if (k->threads)
-        return k->threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > TK_KERNEL_MAX_THREADS ? TK_KERNEL_MAX_THREADS : (int)n;
-}
 
 static int tk__dispatch_threads(const tk__exec *e, int tail)
 {
@@ -608,7 +598,7 @@ static int tk__dispatch_threads(const tk__exec *e, int tail)
     int64_t unit = tiles ? e->br : 1, units = (e->rows + unit - 1) / unit;
     if (tail == TK_TAIL_SHIFT_INWARDS && e->rows % e->br && units > 1)
         units--;
-    int64_t n = tk__threads(e->k), work = e->rows * e->cols / TK__BAND_MIN;
+    int64_t n = tk__kernel_threads(e->k), work = e->rows * e->cols / TK__BAND_MIN;
     n = n < units ? n : units;
     n = n < work ? n : work;
     tk__band *b = n > 1 ? calloc((size_t)n, sizeof *b) : NULL;

@@ -286,6 +286,10 @@ static inline int tk__body(const tk_kernel *k, int64_t rows, int64_t cols, int64
 int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
                      const float *const *in, float *out);
 
+/* The threads a run of k may use: 1 for a custom body not declared
+ * thread-safe, TK_KERNEL_THREADS otherwise, 0 resolved to the online cores. */
+int tk__kernel_threads(const tk_kernel *k);
+
 /* tk_kernel_run's argument checks, in the seed's order and words, with fn
  * naming the caller in messages; *aliased tells whether the output is one
  * of the inputs.  tk_pipeline_run checks its arguments the same way. */
@@ -492,6 +496,9 @@ void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
                   int64_t max_ulp, int nan_policy, bool want_ulp);
 /* A contiguous block of rows x cols elements whose first element is
  * (row0, col0) of the compared matrices. */
+/* Fold `later` (a comparison of elements after all of into's, in row-major
+ * order) into `into`: the state one pass over both would have left. */
+void tk__cmp_merge(tk__cmp *into, const tk__cmp *later);
 void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
                   int64_t cols, const float *actual, const float *expected);
 

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- handles ------------------------------------------------------------ */
 
@@ -164,6 +165,16 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
         return tk__fail(TK_ECALLBACK, "kernel body returned %d on a %lldx%lld region",
                         rc, (long long)rows, (long long)cols);
     return TK_OK;
+}
+
+int tk__kernel_threads(const tk_kernel *k)
+{
+    if (!k->is_axpy && !k->thread_safe)
+        return 1;
+    if (k->threads)
+        return k->threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > TK_KERNEL_MAX_THREADS ? TK_KERNEL_MAX_THREADS : (int)n;
 }
 
 /* ---- validation (the seed's order and wording) --------------------------------- */

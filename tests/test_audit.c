@@ -312,6 +312,57 @@ Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
     tk_kernel_destroy(k);
 }
 
+/* The JSON report of one audit, read back whole (at most size - 1 bytes). */
+static void report_text(const tk_audit *a, char *text, size_t size)
+{
+    char path[] = "/tmp/tk_audit_threads_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(text, 1, size - 1, f);
+    text[n] = 0;
+    fclose(f);
+    remove(path);
+}
+
+/* The contract kernel's threads split the audit's passes: every figure and
+ * position of the report is the same as on one thread, for a correct
+ * candidate, one wrong everywhere (early rounding) and one wrong in a single
+ * element; ties of the gap's maxima (many equal values) keep the first. */
+Test(audit_seed, threads_give_the_same_report, .timeout = 60)
+{
+    enum { ROWS = 300, COLS = 700 };
+    static float x[ROWS * COLS], y[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) {
+        x[i] = (float)(i % 41) * 0.1f - 2.0f;
+        y[i] = (float)(i % 29) * 0.07f;
+    }
+    const float *orig[2] = {x, y};
+    static char one[1 << 16], many[1 << 16];
+    for (int kind = 0; kind < 3; kind++) {
+        struct wrong_ctx w = {kind == 1 ? EARLY : ONE_WRONG, {x, y}};
+        for (int threads = 1; threads <= 3; threads++) {
+            tk_kernel *k = axpy(WRONG_ALPHA);
+            tk_audit *a;
+            cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+            cr_assert_eq(kind ? tk_audit_set_candidate(a, wrong, &w)
+                              : tk_audit_set_candidate(a, host, k), TK_OK);
+            cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, ROWS, COLS, orig), TK_OK);
+            int rc = tk_audit_run(a);
+            cr_assert(rc == TK_OK || rc == TK_EMISMATCH, "%s", tk_last_error_message());
+            report_text(a, threads == 1 ? one : many, sizeof one);
+            if (threads > 1)
+                cr_assert_str_eq(many, one, "candidate %d on %d threads", kind, threads);
+            tk_audit_destroy(a);
+            tk_kernel_destroy(k);
+        }
+    }
+}
+
 /* The host kernel, then every +0 in the output turned into -0: equal in
  * value, different in bits, so the audit measures the candidate itself. */
 static int host_negative_zeros(void *user, const tk_matrix *const *in, tk_matrix *out)
