@@ -50,6 +50,17 @@ static int axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
     return 0;
 }
 
+/* The host kernel of `user` on 8x128 blocks, as an audit's candidate. */
+static int host_of(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    tk_tiling *t = NULL;
+    int rc = tk_tiling_create(&t, tk_matrix_rows(out), tk_matrix_cols(out), 8, 128);
+    if (!rc)
+        rc = tk_kernel_run(user, t, in, out);
+    tk_tiling_destroy(t);
+    return rc;
+}
+
 static const char *threaded_runs(void)
 {
     enum { R = 333, C = 600 };
@@ -78,6 +89,21 @@ static const char *threaded_runs(void)
             memcmp(tk_matrix_data(m[2]), tk_matrix_data(m[3]), (size_t)R * C * 4))
             why = "a kernel run on three threads";
     }
+    /* An audit whose passes run on the contract kernel's three threads. */
+    float *ox = malloc(sizeof(float) * R * C), *oy = malloc(sizeof(float) * R * C);
+    for (int i = 0; ox && oy && i < R * C; i++)
+        ox[i] = xs[i % (ROWS * COLS)], oy[i] = ys[i % (ROWS * COLS)];
+    const float *orig[2] = {ox, oy};
+    tk_audit *a = NULL;
+    if (!why && (!ox || !oy))
+        why = "memory for the audit's originals";
+    if (!why && (tk_kernel_set(k[0], TK_KERNEL_BODY, TK_BODY_ELEMENTWISE) ||
+                 tk_audit_create(&a, k[0]) || tk_audit_set_candidate(a, host_of, k[0]) ||
+                 tk_audit_add_case(a, TK_DTYPE_BF16, R, C, orig) || tk_audit_run(a)))
+        why = "an audit on three threads";
+    tk_audit_destroy(a);
+    free(ox);
+    free(oy);
     tk_tiling_destroy(t);
     for (int i = 0; i < 2; i++)
         tk_kernel_destroy(k[i]);
