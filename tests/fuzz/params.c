@@ -3,7 +3,7 @@
  * documented status with *out NULL on failure; a failed run leaves the
  * output (row gaps included) byte for byte; a successful one equals a
  * scalar reference of the contract and touches no gap; inputs never
- * change. */
+ * change.  Then the same through the pipeline (run_pipeline). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +40,79 @@ static float represent(int dtype, float v)
 static float ref(int dtype, float alpha, float x, float y)
 {
     return represent(dtype, alpha * x + y);  /* separately rounded, cast once */
+}
+
+/* A successful run's output: each element the contract's result of the
+ * stored inputs, every row gap as it was. */
+static void check_result(const int *dt, unsigned char *const *mem, const unsigned char *before,
+                         int64_t rows, int64_t cols, int64_t stride, float alpha)
+{
+    int64_t es = tk_dtype_size(dt[2]);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < stride; c++) {
+            size_t at = (size_t)((r * stride + c) * es);
+            if (c >= cols) {  /* a gap: untouched */
+                check(memcmp(mem[2] + at, before + at, (size_t)es) == 0);
+                continue;
+            }
+            float x, y, got;   /* one dtype throughout, or the run failed */
+            check(tk_dtype_to_f32_n(dt[0], &x, mem[0] + at, 1) == TK_OK);
+            check(tk_dtype_to_f32_n(dt[1], &y, mem[1] + at, 1) == TK_OK);
+            check(tk_dtype_to_f32_n(dt[2], &got, mem[2] + at, 1) == TK_OK);
+            float want = ref(dt[2], alpha, x, y);
+            check(memcmp(&got, &want, 4) == 0 || (isnan(got) && isnan(want)));
+        }
+}
+
+/* The same kernel and tiling through the pipeline on the host device, with
+ * fuzzed slots, pipelining, hazard detection and fault.  A refused run
+ * leaves the output byte for byte; a checked, accepted one computes the
+ * contract; an unchecked faulty one still writes nothing outside the
+ * matrix.  Inputs never change. */
+static void run_pipeline(bytes *b, tk_kernel *k, tk_tiling *t, tk_matrix *const *m,
+                         unsigned char *const *mem, unsigned char *const *before,
+                         const size_t *bytes_of, int64_t rows, int64_t cols, int64_t stride,
+                         float alpha)
+{
+    int64_t in_slots = take(b, 0, 4), out_slots = take(b, 0, 3);
+    int sync = take(b, 0, 1), detect = take(b, 0, 1), fault = take(b, 0, 5);
+    tk_device *dev;
+    check(tk_device_host(&dev) == TK_OK);
+    tk_pipeline *p = (tk_pipeline *)1;
+    int rc = tk_pipeline_create(&p, k, t, dev);
+    check(rc == TK_OK ? p != NULL : p == NULL && rc == TK_ELAYOUT);
+    if (p) {
+        int set[5][2] = {{TK_PIPE_INPUT_BUFFERS, (int)in_slots},
+                         {TK_PIPE_OUTPUT_BUFFERS, (int)out_slots},
+                         {TK_PIPE_NO_PIPELINING, sync}, {TK_PIPE_DETECT_RACES, detect},
+                         {TK_PIPE_FAULT, fault}};
+        for (int i = 0; i < 5; i++) {
+            rc = tk_pipeline_set(p, set[i][0], set[i][1]);
+            check(rc == TK_OK || rc == TK_ERANGE);
+        }
+        int64_t checked = 1;
+        check(tk_pipeline_get(p, TK_PIPE_DETECT_RACES, &checked) == TK_OK);
+        memcpy(mem[2], before[2], bytes_of[2]);
+        rc = tk_pipeline_run(p, (const tk_matrix *const *)m, m[2]);
+        check(memcmp(mem[0], before[0], bytes_of[0]) == 0);
+        check(memcmp(mem[1], before[1], bytes_of[1]) == 0);
+        if (rc != TK_OK) {
+            check(rc == TK_EDTYPE || rc == TK_ELAYOUT || rc == TK_ENOMEM ||
+                  rc == TK_EOVERFLOW || rc == TK_ERACE || rc == TK_ECAPACITY);
+            check(memcmp(mem[2], before[2], bytes_of[2]) == 0);
+        } else if (checked) {
+            int dt[3] = {tk_matrix_dtype(m[0]), tk_matrix_dtype(m[1]), tk_matrix_dtype(m[2])};
+            check_result(dt, mem, before[2], rows, cols, stride, alpha);
+        } else {
+            int64_t es = tk_dtype_size(tk_matrix_dtype(m[2]));
+            for (int64_t r = 0; r < rows; r++)   /* the row gaps */
+                check(memcmp(mem[2] + (r * stride + cols) * es,
+                             before[2] + (r * stride + cols) * es,
+                             (size_t)((stride - cols) * es)) == 0);
+        }
+    }
+    tk_pipeline_destroy(p);
+    tk_device_destroy(dev);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
@@ -100,22 +173,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             check(rc == TK_EDTYPE || rc == TK_ELAYOUT || rc == TK_ENOMEM || rc == TK_EOVERFLOW);
             check(memcmp(mem[2], before[2], bytes_of[2]) == 0);
         } else {
-            int64_t es = tk_dtype_size(dt[2]);
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t c = 0; c < stride; c++) {
-                    size_t at = (size_t)((r * stride + c) * es);
-                    if (c >= cols) {  /* a gap: untouched */
-                        check(memcmp(mem[2] + at, before[2] + at, (size_t)es) == 0);
-                        continue;
-                    }
-                    float x, y, got;   /* one dtype throughout, or the run failed */
-                    check(tk_dtype_to_f32_n(dt[0], &x, mem[0] + at, 1) == TK_OK);
-                    check(tk_dtype_to_f32_n(dt[1], &y, mem[1] + at, 1) == TK_OK);
-                    check(tk_dtype_to_f32_n(dt[2], &got, mem[2] + at, 1) == TK_OK);
-                    float want = ref(dt[2], alpha, x, y);
-                    check(memcmp(&got, &want, 4) == 0 || (isnan(got) && isnan(want)));
-                }
+            check_result(dt, mem, before[2], rows, cols, stride, alpha);
         }
+        run_pipeline(&b, k, t, m, mem, before, bytes_of, rows, cols, stride, alpha);
     }
     for (int i = 0; i < 3; i++) {
         tk_matrix_destroy(m[i]);
