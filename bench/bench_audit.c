@@ -5,9 +5,10 @@
  * the represented-input oracle, the original reference, every metric) takes
  * at most 6x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
  * (-O3 -march=native, native.c), timed interleaved in the same run (median
- * of 15).  The issue's target is 3x; measured 4.0 to 4.6 on the
- * development machine, single-threaded.  Prints `name: ratio` and exits 1
- * when the ratio is over the limit. */
+ * of 15).  The issue's target is 3x: single-threaded the audit measured
+ * 3.8 to 4.6 on the development machine (limit 6); on two threads
+ * (TK_KERNEL_THREADS 2, the machine's cores) 2.3 to 2.4, limit 3.0.
+ * Prints `name: ratio` and exits 1 when a ratio is over its limit. */
 #include "bench.h"
 
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #define N ((size_t)ROWS * COLS)
 #define REPS 15
 #define LIMIT 6.0
+#define LIMIT_2_THREADS 3.0
 
 static float *x, *y, *out;
 static tk_audit *audit, *audit2;
@@ -86,12 +88,15 @@ int main(void)
         fprintf(stderr, "bench_audit: no gap measured\n");
         return 1;
     }
-    double ratio = med[0] / med[1];
+    double ratio = med[0] / med[1], ratio2 = med[2] / med[1];
     printf("audit_bf16_4096x4096_vs_fused_f32: %.2f\n", ratio);
     printf("audit_bf16_4096x4096_2_threads_speedup: %.2f\n", med[0] / med[2]);
-    printf("audit_bf16_4096x4096_2_threads_vs_fused_f32: %.2f\n", med[2] / med[1]);
+    printf("audit_bf16_4096x4096_2_threads_vs_fused_f32: %.2f\n", ratio2);
     if (ratio > LIMIT)
         fprintf(stderr, "bench_audit: %.2f is over the %.2fx limit\n", ratio, LIMIT);
+    if (ratio2 > LIMIT_2_THREADS)
+        fprintf(stderr, "bench_audit: on two threads %.2f is over the %.2fx limit\n", ratio2,
+                LIMIT_2_THREADS);
     tk_audit_destroy(audit);
     tk_audit_destroy(audit2);
     tk_kernel_destroy(k);
@@ -99,5 +104,5 @@ int main(void)
     free(x);
     free(y);
     free(out);
-    return ratio <= LIMIT ? 0 : 1;
+    return ratio <= LIMIT && ratio2 <= LIMIT_2_THREADS ? 0 : 1;
 }
