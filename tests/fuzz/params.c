@@ -3,7 +3,8 @@
  * documented status with *out NULL on failure; a failed run leaves the
  * output (row gaps included) byte for byte; a successful one equals a
  * scalar reference of the contract and touches no gap; inputs never
- * change.  Then the same through the pipeline (run_pipeline). */
+ * change.  Then the same through the pipeline (run_pipeline), and a
+ * comparison of the output with an input (run_compare). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,47 @@ static void run_pipeline(bytes *b, tk_kernel *k, tk_tiling *t, tk_matrix *const 
     tk_device_destroy(dev);
 }
 
+/* A comparison of the output with input 0 under fuzzed dtype, ULP limit,
+ * NaN policy and tolerances: a documented status, *out NULL when creation
+ * fails, results readable after a run, both matrices unchanged. */
+static void run_compare(bytes *b, tk_matrix *const *m, unsigned char *const *mem,
+                        const size_t *bytes_of)
+{
+    int dtype = take(b, 0, 7), ulp = take(b, -2, 3), nan = take(b, 0, 4);
+    static const double tols[5] = {0.0, 1e-5, 0.5, -1.0, 1e300};
+    double atol = tols[take(b, 0, 4)], rtol = tols[take(b, 0, 4)];
+    tk_compare *c = (tk_compare *)1;
+    int rc = tk_compare_create(&c, dtype);
+    if (rc) {
+        check(c == NULL && rc == TK_EDTYPE);
+        return;
+    }
+    rc = tk_compare_set(c, TK_COMPARE_MAX_ULP, ulp);
+    check(rc == TK_OK || rc == TK_ERANGE);
+    rc = tk_compare_set(c, TK_COMPARE_NAN_POLICY, nan);
+    check(rc == TK_OK || rc == TK_ERANGE);
+    rc = tk_compare_set_tolerance(c, atol, rtol);
+    check(rc == TK_OK || rc == TK_ERANGE);
+    unsigned char *keep[2];
+    for (int i = 0; i < 2; i++) {
+        keep[i] = malloc(bytes_of[i ? 0 : 2]);
+        memcpy(keep[i], mem[i ? 0 : 2], bytes_of[i ? 0 : 2]);
+    }
+    rc = tk_compare_run(c, m[2], m[0]);
+    check(rc == TK_OK || rc == TK_EMISMATCH || rc == TK_EDTYPE || rc == TK_ENOMEM);
+    double v;
+    int got = tk_compare_result(c, TK_COMPARE_ELEMENTS, &v);
+    check(rc == TK_OK || rc == TK_EMISMATCH ? got == TK_OK : got == TK_ESTATE);
+    char text[4096];
+    got = tk_compare_format(c, text, sizeof text);
+    check(got == TK_OK || got == TK_ERANGE || got == TK_ESTATE);
+    for (int i = 0; i < 2; i++) {
+        check(memcmp(keep[i], mem[i ? 0 : 2], bytes_of[i ? 0 : 2]) == 0);
+        free(keep[i]);
+    }
+    tk_compare_destroy(c);
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     bytes b = {data, size};
@@ -176,6 +218,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             check_result(dt, mem, before[2], rows, cols, stride, alpha);
         }
         run_pipeline(&b, k, t, m, mem, before, bytes_of, rows, cols, stride, alpha);
+        run_compare(&b, m, mem, bytes_of);
     }
     for (int i = 0; i < 3; i++) {
         tk_matrix_destroy(m[i]);
