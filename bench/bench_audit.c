@@ -66,7 +66,8 @@ int main(void)
         y[i] = (float)((double)(s >> 11) / 9007199254740992.0 * 8.0 - 4.0);
     }
     /* audit2 runs on two threads, its passes and its candidate's kernel
-     * (TK_KERNEL_THREADS of both): printed as a speedup, no limit. */
+     * (TK_KERNEL_THREADS of both): its speedup, and its ratio to the
+     * one-thread fused loop under LIMIT_2_THREADS. */
     tk_kernel *k, *k2;
     const float *orig[2] = {x, y};
     if (tk_kernel_axpy(&k, 2.0f) || tk_audit_create(&audit, k) ||

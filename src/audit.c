@@ -8,6 +8,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -406,6 +407,7 @@ typedef struct {
     int64_t first, last;
     tk__cmp impl, gap;
     int32_t part[3];       /* bits of the |x| maxima */
+    atomic_bool *stop;     /* set when any share failed */
     int rc;
     char msg[512];
     pthread_t thread;
@@ -421,7 +423,12 @@ static void *tk__measure_share(void *arg)
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS, index = 0;
     size_t es = (size_t)tk_dtype_size(d);
     float *buf = malloc((size_t)(n + 4) * (size_t)B * sizeof(float));
-    s->rc = buf ? TK_OK : tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
+    if (!buf) {
+        s->rc = tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
+        atomic_store_explicit(s->stop, true, memory_order_relaxed);
+        snprintf(s->msg, sizeof s->msg, "%s", tk_last_error_message());
+        return NULL;
+    }
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
     float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = s->out ? o + B : o;
     for (int i = 0; i < n; i++)
@@ -429,6 +436,8 @@ static void *tk__measure_share(void *arg)
     for (tk__span b = {0}; !s->rc && index < s->last && tk__next_span(c, &b); index++) {
         if (index < s->first)
             continue;
+        if (atomic_load_explicit(s->stop, memory_order_relaxed))
+            break;   /* another share failed: its error is the run's */
         for (int i = 0; i < n; i++) {
             void *stored = tk__span_data(s->in[i], &b);
             orig[i] = c->orig + i * plane + b.off;
@@ -450,8 +459,10 @@ static void *tk__measure_share(void *arg)
         tk__cmp_rows(&s->gap, b.r0, b.c0, b.nr, b.nc, cand, ref);
     }
     free(buf);
-    if (s->rc)   /* the message is this thread's: carry it back */
+    if (s->rc) {   /* stop the others; the message is this thread's: carry it back */
+        atomic_store_explicit(s->stop, true, memory_order_relaxed);
         snprintf(s->msg, sizeof s->msg, "%s", tk_last_error_message());
+    }
     return NULL;
 }
 
@@ -480,9 +491,11 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
     if (!sh)
         sh = &one, n = 1;
     int d = c->dtype;
+    atomic_bool stop = false;
     for (int64_t i = 0; i < n; i++) {
         sh[i] = (tk__share){.a = a, .c = c, .in = in, .oracle = oracle, .out = out,
-                            .first = spans * i / n, .last = spans * (i + 1) / n};
+                            .first = spans * i / n, .last = spans * (i + 1) / n,
+                            .stop = &stop};
         tk__cmp_init(&sh[i].impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
         tk__cmp_init(&sh[i].gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
     }

@@ -365,7 +365,7 @@ static int tk__run_elementwise(const tk__exec *e)
         if (tk__contiguous(e))
             tk__axpy_rect(e, (tk__rect){0, 0, 1, e->rows * e->cols}, e->stream);
         else
-            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols}, false);
+            tk__axpy_rect(e, (tk__rect){0, 0, e->rows, e->cols}, e->stream);
         return TK_OK;
     }
     int64_t band = e->cols <= TK__SPAN ? TK__SPAN / e->cols : 1;

@@ -496,11 +496,11 @@ void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
                   int64_t max_ulp, int nan_policy, bool want_ulp);
 /* A contiguous block of rows x cols elements whose first element is
  * (row0, col0) of the compared matrices. */
+void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
+                  int64_t cols, const float *actual, const float *expected);
 /* Fold `later` (a comparison of elements after all of into's, in row-major
  * order) into `into`: the state one pass over both would have left. */
 void tk__cmp_merge(tk__cmp *into, const tk__cmp *later);
-void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
-                  int64_t cols, const float *actual, const float *expected);
 
 /* One case's results, computed by tk_audit_run. */
 typedef struct tk__case_result {

@@ -5,6 +5,7 @@
  * ThreadSanitizer must report nothing.  Each thread also checks that the
  * error message it reads is its own.  Exit 0 when every check passed. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,15 @@ static int host_of(void *user, const tk_matrix *const *in, tk_matrix *out)
     return rc;
 }
 
+/* The host kernel, then one element moved: a candidate the audit measures. */
+static int one_off(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    int rc = host_of(user, in, out);
+    uint16_t *o = tk_matrix_data(out);
+    o[12345] ^= 1;
+    return rc;
+}
+
 static const char *threaded_runs(void)
 {
     enum { R = 333, C = 600 };
@@ -89,7 +99,9 @@ static const char *threaded_runs(void)
             memcmp(tk_matrix_data(m[2]), tk_matrix_data(m[3]), (size_t)R * C * 4))
             why = "a kernel run on three threads";
     }
-    /* An audit whose passes run on the contract kernel's three threads. */
+    /* Audits whose passes run on the contract kernel's three threads: the
+     * host kernel (one pass), and a candidate one element off, whose output
+     * the second pass then reads. */
     float *ox = malloc(sizeof(float) * R * C), *oy = malloc(sizeof(float) * R * C);
     for (int i = 0; ox && oy && i < R * C; i++)
         ox[i] = xs[i % (ROWS * COLS)], oy[i] = ys[i % (ROWS * COLS)];
@@ -97,11 +109,16 @@ static const char *threaded_runs(void)
     tk_audit *a = NULL;
     if (!why && (!ox || !oy))
         why = "memory for the audit's originals";
-    if (!why && (tk_kernel_set(k[0], TK_KERNEL_BODY, TK_BODY_ELEMENTWISE) ||
-                 tk_audit_create(&a, k[0]) || tk_audit_set_candidate(a, host_of, k[0]) ||
-                 tk_audit_add_case(a, TK_DTYPE_BF16, R, C, orig) || tk_audit_run(a)))
-        why = "an audit on three threads";
-    tk_audit_destroy(a);
+    for (int i = 0; !why && i < 2; i++) {
+        if (tk_kernel_set(k[0], TK_KERNEL_BODY, TK_BODY_ELEMENTWISE) ||
+            tk_kernel_set(k[0], TK_KERNEL_THREADS, 3) || tk_audit_create(&a, k[0]) ||
+            tk_audit_set_candidate(a, i ? one_off : host_of, k[0]) ||
+            tk_audit_add_case(a, TK_DTYPE_BF16, R, C, orig) ||
+            tk_audit_run(a) != (i ? TK_EMISMATCH : TK_OK))
+            why = "an audit on three threads";
+        tk_audit_destroy(a);
+        a = NULL;
+    }
     free(ox);
     free(oy);
     tk_tiling_destroy(t);
