@@ -280,6 +280,22 @@ Test(audit_seed, relative_gap_excludes_zero_references)
 }
 
 /* Equal maxima: the first position in row-major order is the one reported. */
+/* The JSON report of one audit, read back whole (at most size - 1 bytes). */
+static void report_text(const tk_audit *a, char *text, size_t size)
+{
+    char path[] = "/tmp/tk_audit_report_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(text, 1, size - 1, f);
+    text[n] = 0;
+    fclose(f);
+    remove(path);
+}
+
 Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
 {
     float x[2 * 8], y[2 * 8];
@@ -295,16 +311,8 @@ Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
     cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, 2, 8, orig), TK_OK);
     cr_assert_eq(tk_audit_run(a), TK_OK);
     cr_assert_gt(res(a, 0, TK_AUDIT_GAP_MAX_ABS), 0.0);
-    char path[] = "/tmp/tk_audit_ties_XXXXXX", text[4096] = {0};
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    cr_assert_gt(fread(text, 1, sizeof text - 1, f), 0);
-    fclose(f);
-    remove(path);
+    char text[4096];
+    report_text(a, text, sizeof text);
     const char *gap = strstr(text, "\"gap\": {");
     cr_assert_not_null(gap, "%s", text);
     cr_assert(strstr(gap, "\"max_abs_at\": {\"row\": 0, \"col\": 0,") != NULL, "%s", gap);
@@ -312,21 +320,6 @@ Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
     tk_kernel_destroy(k);
 }
 
-/* The JSON report of one audit, read back whole (at most size - 1 bytes). */
-static void report_text(const tk_audit *a, char *text, size_t size)
-{
-    char path[] = "/tmp/tk_audit_threads_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(text, 1, size - 1, f);
-    text[n] = 0;
-    fclose(f);
-    remove(path);
-}
 
 /* The contract kernel's threads split the audit's passes: every figure and
  * position of the report is the same as on one thread, for a correct
