@@ -7,7 +7,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,8 +409,6 @@ typedef struct {
     atomic_bool *stop;     /* set when any share failed */
     int rc;
     char msg[512];
-    pthread_t thread;
-    bool started;
 } tk__share;
 
 static void *tk__measure_share(void *arg)
@@ -499,14 +496,7 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
         tk__cmp_init(&sh[i].impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
         tk__cmp_init(&sh[i].gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
     }
-    for (int64_t i = 1; i < n; i++)
-        sh[i].started = pthread_create(&sh[i].thread, NULL, tk__measure_share, &sh[i]) == 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!sh[i].started)
-            tk__measure_share(&sh[i]);
-    for (int64_t i = 1; i < n; i++)
-        if (sh[i].started)
-            pthread_join(sh[i].thread, NULL);
+    tk__fan_out(sh, sizeof *sh, n, tk__measure_share);
     res->diagnosis = TK_SCHEDULE_NOT_RUN;
     res->impl = sh[0].impl;
     res->gap = sh[0].gap;

@@ -77,7 +77,6 @@ typedef struct {
     unsigned char *out;
     int64_t out_ld;
     bool direct;         /* f32 with one shared stride: bodies run on the matrices */
-    struct tk__axpy axpy; /* the built-in body's parameters for such runs */
     unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
     bool partial;        /* TK_KERNEL_UNDO 0: a failure may leave output written */
     bool stream_out;     /* custom elementwise results go out by streaming stores */
@@ -272,7 +271,7 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g, bool stream)
 {
     stream = stream && g.h == 1 && g.w >= 2 * TK__LINE;
     for (int64_t i = 0; i < g.h; i++)
-        tk__axpy_row(&e->axpy, e->dtype, tk__out_at(e, g.r + i, g.c),
+        tk__axpy_row(&e->k->axpy, e->dtype, tk__out_at(e, g.r + i, g.c),
                      tk__in_at(e, 0, g.r + i, g.c), tk__in_at(e, 1, g.r + i, g.c), g.w, stream);
 }
 
@@ -390,8 +389,6 @@ static int tk__run_elementwise(const tk__exec *e)
     return TK_OK;
 }
 
-/* Where tk__touch leaves what it read, so the reads are not optimized away. */
-
 /* Read rows [r0, r0 + h), columns [c0, c0 + w) of every input, the inputs
  * side by side, through two 16-byte loads per 64-byte line: a loop paced
  * like a compute loop lets the hardware prefetchers run ahead (one byte
@@ -500,7 +497,6 @@ static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
         e->in_ld[i] = in[i]->stride;
         e->direct = e->direct && in[i]->stride == out->stride;
     }
-    e->axpy = k->axpy;
     e->stream = (size_t)(e->rows * e->cols) * e->esize >= TK__STREAM;
 }
 
@@ -564,8 +560,6 @@ typedef struct {
     tk__exec e;
     int tail;
     unsigned char *save;   /* this band's rows of the undo buffer, or NULL */
-    pthread_t thread;
-    bool started;
     int rc;
     char msg[512];
 } tk__band;
@@ -582,6 +576,21 @@ static void *tk__band_main(void *arg)
         snprintf(b->msg, sizeof b->msg, "%s", tk_last_error_message());
     }
     return NULL;
+}
+
+void tk__fan_out(void *items, size_t size, int64_t n, void *(*fn)(void *))
+{
+    pthread_t thread[TK_KERNEL_MAX_THREADS];
+    bool started[TK_KERNEL_MAX_THREADS] = {false};
+    /* A thread that cannot start leaves its item to this one. */
+    for (int64_t i = 1; i < n; i++)
+        started[i] = pthread_create(&thread[i], NULL, fn, (char *)items + i * size) == 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!started[i])
+            fn((char *)items + i * size);
+    for (int64_t i = 1; i < n; i++)
+        if (started[i])
+            pthread_join(thread[i], NULL);
 }
 
 /* Elements below which a band is not worth a thread. */
@@ -633,15 +642,7 @@ static int tk__dispatch_threads(const tk__exec *e, int tail)
         free(b);
         return rc;
     }
-    /* A thread that cannot start leaves its band to this one. */
-    for (int64_t i = 1; i < n; i++)
-        b[i].started = pthread_create(&b[i].thread, NULL, tk__band_main, &b[i]) == 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!b[i].started)
-            tk__band_main(&b[i]);
-    for (int64_t i = 1; i < n; i++)
-        if (b[i].started)
-            pthread_join(b[i].thread, NULL);
+    tk__fan_out(b, sizeof *b, n, tk__band_main);
     for (int64_t i = 0; i < n && !rc; i++)
         if (b[i].rc < 0)
             rc = tk__fail(b[i].rc, "%s", b[i].msg);

@@ -318,6 +318,10 @@ int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *con
                     tk_matrix *output, void *work);
 int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
                  tk_matrix *output, bool aliased, void *undo);
+/* fn on each of n <= TK_KERNEL_MAX_THREADS items (item i at items + i *
+ * size): items 1.. on threads of their own, item 0 (and any whose thread
+ * could not start) on the calling one; returns when all are done. */
+void tk__fan_out(void *items, size_t size, int64_t n, void *(*fn)(void *));
 /* The built-in axpy of k over validated matrices, in memory order: what any
  * tiling, tail or hazard-free schedule computes with it (it is elementwise
  * and never fails).  The output may be exactly an input. */
