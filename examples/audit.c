@@ -26,48 +26,6 @@ static void fail(const char *what, int rc)
     failures++;
 }
 
-/* Python's repr() of a float: the shortest decimal that reads back, in
- * fixed notation from 1e-4 up to 1e16 and always with a fractional part. */
-static void repr(double v, char *out)
-{
-    char e[32], d[20];
-    int nd = 0, p = 1;
-    if (v == 0.0 || !isfinite(v)) {
-        sprintf(out, v == 0.0 ? (signbit(v) ? "-0.0" : "0.0") : "%g", v);
-        return;
-    }
-    do
-        snprintf(e, sizeof e, "%.*e", p - 1, v);
-    while (strtod(e, NULL) != v && ++p <= 17);
-    const char *s = e + (v < 0);
-    for (; *s != 'e'; s++)
-        if (*s != '.')
-            d[nd++] = *s;
-    while (nd > 1 && d[nd - 1] == '0')
-        nd--;
-    int x = atoi(s + 1);  /* v = d.ddd x 10^x */
-    if (v < 0)
-        *out++ = '-';
-    if (x < -4 || x >= 16) {
-        sprintf(out, "%c%s%.*se%c%02d", d[0], nd > 1 ? "." : "", nd - 1, d + 1,
-                x < 0 ? '-' : '+', abs(x));
-        return;
-    }
-    int ip = x < 0 ? 0 : x + 1;  /* digits before the point */
-    for (int i = 0; i < ip; i++)
-        *out++ = i < nd ? d[i] : '0';
-    if (!ip)
-        *out++ = '0';
-    *out++ = '.';
-    for (int i = 0; i < -x - 1; i++)
-        *out++ = '0';
-    for (int i = ip; i < nd; i++)
-        *out++ = d[i];
-    if (nd <= ip)
-        *out++ = '0';
-    *out = '\0';
-}
-
 /* One float32 fixture, copied out as contiguous f32. */
 static float *load(const char *name, int64_t *rows, int64_t *cols)
 {
@@ -130,7 +88,7 @@ static void print_pairs(const char *label, const tk_audit *a, int metric)
     char num[40];
     printf("%s: [", label);
     for (int64_t i = 0; i < tk_audit_case_count(a); i++) {
-        repr(result(a, i, metric), num);
+        tk_format_number(result(a, i, metric), num, sizeof num);
         printf("%s%s%s", i % 2 ? ", " : i ? ", [" : "[", num, i % 2 ? "]" : "");
     }
     printf("]\n");
@@ -218,8 +176,8 @@ static void counterexample(void)
         fail("early versus final-only rounding must differ", rc);
         return;
     }
-    repr(early, e);
-    repr(late, l);
+    tk_format_number(early, e, sizeof e);
+    tk_format_number(late, l, sizeof l);
     printf("Early/final-only rounding: %s %s\n", e, l);
 }
 
@@ -313,8 +271,8 @@ static void amdahl(void)
         failures++;
         return;
     }
-    repr(speedup, s);
-    repr(limit, l);
+    tk_format_number(speedup, s, sizeof s);
+    tk_format_number(limit, l, sizeof l);
     printf("Modeled twofold-local speedup and zero-cost limit: %s %s\n", s, l);
 }
 

@@ -28,7 +28,7 @@ extern "C" {
 
 /* The Makefile reads these three lines: keep their form. */
 #define TK_VERSION_MAJOR 0
-#define TK_VERSION_MINOR 5
+#define TK_VERSION_MINOR 6
 #define TK_VERSION_PATCH 0
 #define TK_VERSION_NUMBER \
     (TK_VERSION_MAJOR * 10000 + TK_VERSION_MINOR * 100 + TK_VERSION_PATCH)
@@ -69,6 +69,11 @@ TK_API const char *tk_build_info(void);
 TK_API const char *tk_strerror(int status);
 TK_API const char *tk_status_name(int status);
 TK_API const char *tk_last_error_message(void);
+
+/* v as the reports print it: the shortest decimal that reads back to v,
+ * written as Python's repr() of a float ("0.1", "1e-05", "nan").  32 bytes
+ * always suffice; a smaller size that cannot hold the text is TK_ERANGE. */
+TK_API int tk_format_number(double v, char *buf, size_t size);
 
 /* Legal range of any integer parameter of any handle. */
 TK_API int tk_param_bounds(int param, int64_t *lo, int64_t *hi);

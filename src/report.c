@@ -1,10 +1,6 @@
-/* report.c - the audit's text table, JSON document and SVG chart, the
- * shortest round-trip number printer they share with tk_compare_format, and
- * the JSON string and number writers of the pipeline trace and the bench
- * receipt. */
+/* report.c - the audit's text table, JSON document and SVG chart. */
 #include "internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,80 +8,6 @@
 #include <string.h>
 
 #define TK__SCHEMA "tilekern.audit/1"
-
-void tk__json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-void tk__repr(double v, char *buf)
-{
-    if (isnan(v)) {
-        strcpy(buf, "nan");
-        return;
-    }
-    if (isinf(v) || v == 0.0) {
-        strcpy(buf, isinf(v) ? (v < 0 ? "-inf" : "inf") : signbit(v) ? "-0.0" : "0.0");
-        return;
-    }
-    /* The fewest significant digits that read back exactly. */
-    char e[40], digits[20];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, v);
-        if (strtod(e, NULL) == v)
-            break;
-    }
-    const char *s = e + (v < 0);
-    int nd = 0;
-    for (; *s != 'e'; s++)
-        if (*s != '.')
-            digits[nd++] = *s;
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    int x = atoi(s + 1);  /* v = d.ddd x 10^x */
-    char *o = buf;
-    if (v < 0)
-        *o++ = '-';
-    if (x < -4 || x >= 16) {  /* Python switches to exponent form here */
-        *o++ = digits[0];
-        if (nd > 1) {
-            *o++ = '.';
-            memcpy(o, digits + 1, (size_t)nd - 1);
-            o += nd - 1;
-        }
-        sprintf(o, "e%c%02d", x < 0 ? '-' : '+', abs(x));
-        return;
-    }
-    if (x < 0) {
-        *o++ = '0';
-        *o++ = '.';
-        for (int i = 0; i < -x - 1; i++)
-            *o++ = '0';
-        memcpy(o, digits, (size_t)nd);
-        o += nd;
-    } else {
-        for (int i = 0; i <= x; i++)
-            *o++ = i < nd ? digits[i] : '0';
-        *o++ = '.';
-        if (nd > x + 1) {
-            memcpy(o, digits + x + 1, (size_t)(nd - x - 1));
-            o += nd - x - 1;
-        } else {
-            *o++ = '0';
-        }
-    }
-    *o = '\0';
-}
 
 /* ---- a growable string ----------------------------------------------------- */
 
@@ -128,15 +50,6 @@ static tk__num tk__n(double v)
     return n;
 }
 
-tk__num tk__jn(double v)
-{
-    tk__num n;
-    if (isfinite(v))
-        tk__repr(v, n.s);
-    else
-        strcpy(n.s, "null");
-    return n;
-}
 
 static double tk__res(const tk_audit *a, int64_t i, int metric)
 {

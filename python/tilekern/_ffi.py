@@ -21,7 +21,7 @@ from . import errors
 
 # The library version this package was written for: older ones lack calls
 # the package makes; a different major version has a different ABI.
-REQUIRED_VERSION = (0, 5, 0)
+REQUIRED_VERSION = (0, 6, 0)
 
 # ---- constants, mirrored from include/tilekern.h (a test compares them) ----
 
@@ -264,6 +264,7 @@ FUNCTIONS = [
     ("tk_status_name", [c_int], c_char_p),
     ("tk_last_error_message", [], c_char_p),
     ("tk_param_bounds", [c_int, P(c_int64), P(c_int64)], STATUS),
+    ("tk_format_number", [ctypes.c_double, c_char_p, ctypes.c_size_t], STATUS),
     # dtypes and bfloat16
     ("tk_dtype_name", [c_int], c_char_p),
     ("tk_dtype_size", [c_int], c_int64),

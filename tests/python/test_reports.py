@@ -2,6 +2,7 @@
 the text table carries every column.  The audit runs through the package on
 the committed fixtures, and the main job (build/examples/audit and
 examples/python/audit.py) is run too."""
+import ctypes
 import json
 import os
 import subprocess
@@ -153,6 +154,30 @@ class AuditReports(unittest.TestCase):
             self.assertIn(repr(self.results[i].gap_max_abs), cells)
         self.assertIn("implementation: 8 of 8 cases match the represented-input oracle",
                       lines)
+
+
+class NumberPrinter(unittest.TestCase):
+    """tk_format_number, the printer of every report, is Python's repr()."""
+
+    def test_every_number_prints_as_repr(self):
+        rng = np.random.default_rng(7)
+        doubles = rng.integers(0, 2**64, 50000, dtype=np.uint64).view(np.float64)
+        with np.errstate(invalid="ignore"):  # signalling NaNs among the floats
+            floats = rng.integers(0, 2**32, 50000, dtype=np.uint64).astype(
+                np.uint32).view(np.float32).astype(np.float64)
+        edges = [0.0, -0.0, 1.0, 0.1, 1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0,
+                 5e-324, 1.7976931348623157e308, float("inf"), -float("inf"), float("nan"),
+                 -2.5, 123456789.0, 1e22]
+        buf = ctypes.create_string_buffer(32)
+        for v in [*doubles, *floats, *edges]:
+            tk.lib.tk_format_number(float(v), buf, 32)
+            self.assertEqual(buf.value.decode(), repr(float(v)), float(v).hex())
+
+    def test_a_short_buffer_is_refused_and_untouched(self):
+        buf = ctypes.create_string_buffer(b"keep", 5)
+        with self.assertRaisesRegex(tk.errors.RangeError, "0.125 needs 6 bytes, size is 5"):
+            tk.lib.tk_format_number(0.125, buf, 5)
+        self.assertEqual(buf.raw, b"keep\0")
 
 
 class MainJob(unittest.TestCase):
