@@ -43,23 +43,32 @@ extern "C" {
  * Status model
  *====================================================================*/
 
-/* Values are pinned forever. */
-#define TK_OK 0
-#define TK_EINVAL -1      /* invalid argument (NULL, bad enum, bad block) */
-#define TK_ENOMEM -2      /* allocation failed */
-#define TK_EOVERFLOW -3   /* a size computation overflows */
-#define TK_ESHAPE -4      /* shapes empty or disagreeing */
-#define TK_EDTYPE -5      /* unsupported or mismatched dtype */
-#define TK_ELAYOUT -6     /* block/stride/tail strategy not legal here */
-#define TK_ERANGE -7      /* parameter value outside its legal range */
-#define TK_ECAPACITY -8   /* does not fit the on-chip memory limit */
-#define TK_ERACE -9       /* a pipeline hazard was detected */
-#define TK_ENOTARGET -10  /* a real target is required */
-#define TK_EMISMATCH -11  /* a comparison or audit found differences */
-#define TK_EIO -12        /* file could not be opened, read or written */
-#define TK_EFORMAT -13    /* file contents are malformed or unsupported */
-#define TK_ESTATE -14     /* call not valid in the handle's current state */
-#define TK_ECALLBACK -15  /* a user callback returned non-zero */
+/* Every status once: X(name, value, what tk_strerror says).  Values are
+ * pinned forever; new statuses go at the end with the next negative value.
+ * tk_strerror and tk_status_name read this list, and a caller can too. */
+#define TK_STATUS_LIST(X)                                             \
+    X(TK_OK, 0, "success")                                            \
+    X(TK_EINVAL, -1, "invalid argument")                              \
+    X(TK_ENOMEM, -2, "out of memory")                                 \
+    X(TK_EOVERFLOW, -3, "size computation overflows")                 \
+    X(TK_ESHAPE, -4, "shape is empty or does not match")              \
+    X(TK_EDTYPE, -5, "unsupported or mismatched dtype")               \
+    X(TK_ELAYOUT, -6, "block, stride or tail layout not legal here")  \
+    X(TK_ERANGE, -7, "parameter value out of range")                  \
+    X(TK_ECAPACITY, -8, "does not fit the on-chip memory limit")      \
+    X(TK_ERACE, -9, "pipeline hazard detected")                       \
+    X(TK_ENOTARGET, -10, "a real target is required")                 \
+    X(TK_EMISMATCH, -11, "results do not match")                      \
+    X(TK_EIO, -12, "input/output error")                              \
+    X(TK_EFORMAT, -13, "malformed or unsupported file format")        \
+    X(TK_ESTATE, -14, "call not valid in the current state")          \
+    X(TK_ECALLBACK, -15, "a user callback failed")
+
+enum {
+#define TK__STATUS_ENUM(name, value, text) name = value,
+    TK_STATUS_LIST(TK__STATUS_ENUM)
+#undef TK__STATUS_ENUM
+};
 
 TK_API unsigned tk_version_number(void);
 TK_API const char *tk_version_string(void);

@@ -15,39 +15,28 @@ const char *tk_version_string(void)
         TK_VERSION_PATCH);
 }
 
+/* Indexed by -status: the list runs 0, -1, -2, ... without a gap. */
 static const struct {
     const char *name, *text;
 } tk__statuses[] = {
-    {"TK_OK", "success"},
-    {"TK_EINVAL", "invalid argument"},
-    {"TK_ENOMEM", "out of memory"},
-    {"TK_EOVERFLOW", "size computation overflows"},
-    {"TK_ESHAPE", "shape is empty or does not match"},
-    {"TK_EDTYPE", "unsupported or mismatched dtype"},
-    {"TK_ELAYOUT", "block, stride or tail layout not legal here"},
-    {"TK_ERANGE", "parameter value out of range"},
-    {"TK_ECAPACITY", "does not fit the on-chip memory limit"},
-    {"TK_ERACE", "pipeline hazard detected"},
-    {"TK_ENOTARGET", "a real target is required"},
-    {"TK_EMISMATCH", "results do not match"},
-    {"TK_EIO", "input/output error"},
-    {"TK_EFORMAT", "malformed or unsupported file format"},
-    {"TK_ESTATE", "call not valid in the current state"},
-    {"TK_ECALLBACK", "a user callback failed"},
+#define TK__STATUS_ENTRY(name, value, text) [-(value)] = {#name, text},
+    TK_STATUS_LIST(TK__STATUS_ENTRY)
+#undef TK__STATUS_ENTRY
 };
+
+static bool tk__status_known(int status)
+{
+    return status <= 0 && status > -(int)(sizeof tk__statuses / sizeof *tk__statuses);
+}
 
 const char *tk_strerror(int status)
 {
-    if (status > 0 || status < -(int)(sizeof tk__statuses / sizeof *tk__statuses - 1))
-        return "unknown status";
-    return tk__statuses[-status].text;
+    return tk__status_known(status) ? tk__statuses[-status].text : "unknown status";
 }
 
 const char *tk_status_name(int status)
 {
-    if (status > 0 || status < -(int)(sizeof tk__statuses / sizeof *tk__statuses - 1))
-        return "TK_UNKNOWN";
-    return tk__statuses[-status].name;
+    return tk__status_known(status) ? tk__statuses[-status].name : "TK_UNKNOWN";
 }
 
 const char *tk_last_error_message(void) { return tk__message; }

@@ -58,12 +58,17 @@ def test_a_too_old_library_is_refused(tmp_path):
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(src)], check=True)
     run = run_import("import tilekern", {"TK_LIBRARY": str(so)}, tmp_path)
     assert run.returncode != 0
-    assert "is libtilekern 0.1.9; this package needs 0.5.0" in run.stderr
+    assert "is libtilekern 0.1.9; this package needs 0.6.0" in run.stderr
 
 
 def test_every_integer_constant_mirrors_the_header():
     defines = re.findall(r"^#define\s+(TK_\w+)\s+(-?\d+)\b", HEADER, re.M)
     assert len(defines) > 50
+    statuses = re.findall(r"^\s+X\((TK_\w+), (-?\d+), \"", HEADER, re.M)
+    assert len(statuses) == 16
+    for name, value in statuses:  # the list is the library's too
+        assert _ffi.lib.tk_status_name(int(value)).decode() == name
+    defines += statuses
     skip = {"TK_VERSION_MAJOR", "TK_VERSION_MINOR", "TK_VERSION_PATCH"}
     for name, value in defines:
         if name not in skip:
