@@ -160,20 +160,18 @@ void tk_bench_destroy(tk_bench *b)
     free(b);
 }
 
+static void tk__bench_store(void *h, int param, int64_t value)
+{
+    ((tk_bench *)h)->param[param - TK_BENCH_REPEATS] = value;
+}
+
 int tk_bench_set(tk_bench *b, int param, int64_t value)
 {
-    if (!b)
-        return tk__fail(TK_EINVAL, "tk_bench_set: bench is NULL");
-    if (b->running)
+    static const tk__settable s = {"tk_bench_set", "bench", TK__BENCH, NULL, tk__bench_store,
+                                   offsetof(tk_bench, done)};
+    if (b && b->running)
         return tk__not_running("tk_bench_set", b);
-    if (param < TK_BENCH_REPEATS || param > TK_BENCH_BASELINE)
-        return tk__fail(TK_EINVAL, "tk_bench_set: unknown parameter %d", param);
-    int rc = tk__param_check("tk_bench", param, value);
-    if (rc)
-        return rc;
-    b->param[param - TK_BENCH_REPEATS] = value;
-    b->done = false;   /* results describe the settings they were taken with */
-    return TK_OK;
+    return tk__param_set(&s, b, param, value);
 }
 
 int tk_bench_get(const tk_bench *b, int param, int64_t *value)

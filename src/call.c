@@ -150,17 +150,17 @@ int tk_call_set_dimension(tk_call *c, int axis, int semantics)
     return TK_OK;
 }
 
+static void tk__call_store(void *h, int param, int64_t value)
+{
+    (void)param;  /* TK_CALL_PAD is the only writable one */
+    ((tk_call *)h)->pad = (int)value;
+}
+
 int tk_call_set(tk_call *c, int param, int64_t value)
 {
-    if (!c)
-        return tk__fail(TK_EINVAL, "tk_call_set: call is NULL");
-    if (param < TK_CALL_PAD || param > TK_CALL_OUTPUTS)
-        return tk__fail(TK_EINVAL, "tk_call_set: %d is not a parameter of a call", param);
-    int rc = tk__param_check("tk_call_set", param, value);  /* read-only, or range */
-    if (rc)
-        return rc;
-    c->pad = (int)value;  /* TK_CALL_PAD is the only writable parameter */
-    return TK_OK;
+    static const tk__settable s = {"tk_call_set", "call", TK__CALL, NULL, tk__call_store,
+                                   offsetof(tk_call, ran)};
+    return tk__param_set(&s, c, param, value);
 }
 
 int tk_call_get(const tk_call *c, int param, int64_t *value)
@@ -183,6 +183,7 @@ int tk_call_set_pad_value(tk_call *c, float value)
         return tk__fail(TK_EINVAL, "tk_call_set_pad_value: call is NULL");
     c->pad = TK_PAD_VALUE;
     c->pad_value = value;
+    c->ran = false;
     return TK_OK;
 }
 

@@ -348,21 +348,20 @@ static bool tk__compare_param(int param)
     return param == TK_COMPARE_MAX_ULP || param == TK_COMPARE_NAN_POLICY;
 }
 
-int tk_compare_set(tk_compare *c, int param, int64_t value)
+static void tk__compare_store(void *h, int param, int64_t value)
 {
-    if (!c)
-        return tk__fail(TK_EINVAL, "tk_compare_set: handle is NULL");
-    if (!tk__compare_param(param))
-        return tk__fail(TK_EINVAL, "tk_compare_set: %d is not a tk_compare "
-                        "parameter", param);
-    int rc = tk__param_check("tk_compare_set", param, value);
-    if (rc)
-        return rc;
+    tk_compare *c = h;
     if (param == TK_COMPARE_MAX_ULP)
         c->max_ulp = value;
     else
         c->nan_policy = (int)value;
-    return TK_OK;
+}
+
+int tk_compare_set(tk_compare *c, int param, int64_t value)
+{
+    static const tk__settable s = {"tk_compare_set", "comparison", TK__COMPARE, NULL,
+                                   tk__compare_store, offsetof(tk_compare, ran)};
+    return tk__param_set(&s, c, param, value);
 }
 
 int tk_compare_get(const tk_compare *c, int param, int64_t *value)
@@ -386,6 +385,7 @@ int tk_compare_set_tolerance(tk_compare *c, double atol, double rtol)
                         "must be finite and >= 0", atol, rtol);
     c->atol = atol;
     c->rtol = rtol;
+    c->ran = false;  /* the verdict was reached under the old tolerance */
     return TK_OK;
 }
 

@@ -210,18 +210,18 @@ const char *tk_device_profile_name(int64_t index)
     return index >= 0 && index < TK__N_PROFILES ? tk__profiles[index].name : NULL;
 }
 
-int tk_device_set(tk_device *d, int param, int64_t value)
+static void tk__device_store(void *h, int param, int64_t value)
 {
-    if (!d)
-        return tk__fail(TK_EINVAL, "tk_device_set: device is NULL");
-    if (param < TK_DEVICE_ONCHIP_BYTES || param >= TK_DEVICE_ONCHIP_BYTES + TK__FIELDS)
-        return tk__fail(TK_EINVAL, "tk_device_set: unknown parameter %d", param);
-    int rc = tk__param_check("tk_device", param, value);
-    if (rc)
-        return rc;
+    tk_device *d = h;
     d->f[param - TK_DEVICE_ONCHIP_BYTES] = value;
     d->known[param - TK_DEVICE_ONCHIP_BYTES] = true;
-    return TK_OK;
+}
+
+int tk_device_set(tk_device *d, int param, int64_t value)
+{
+    static const tk__settable s = {"tk_device_set", "device", TK__DEVICE, NULL,
+                                   tk__device_store, -1};
+    return tk__param_set(&s, d, param, value);
 }
 
 int tk_device_get(const tk_device *d, int param, int64_t *value)

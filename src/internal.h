@@ -24,8 +24,26 @@
 int tk__fail(int status, const char *fmt, ...) TK_PRINTF(2, 3);
 void tk__clear_error(void);
 
-/* TK_EINVAL for unknown or read-only params, TK_ERANGE outside bounds. */
-int tk__param_check(const char *handle, int param, int64_t value);
+/* Whose parameter a TK_* parameter is: the owner column of param.c's table. */
+enum { TK__TILING, TK__KERNEL, TK__DEVICE, TK__PIPELINE, TK__BENCH, TK__COMPARE, TK__CALL };
+
+/* A handle's tk_*_set as tk__param_set runs it. */
+typedef struct tk__settable {
+    const char *fn, *noun;  /* "tk_kernel_set", "kernel": for messages */
+    int owner;              /* TK__KERNEL, ...: whose parameters these are */
+    /* The handle's own rule beyond the range (NULL: none): a status. */
+    int (*admit)(const void *h, int param, int64_t value);
+    void (*store)(void *h, int param, int64_t value);
+    ptrdiff_t results;      /* offset of the handle's bool "the last run's
+                               results are readable", or -1: none kept */
+} tk__settable;
+
+/* The one setter behind every tk_*_set.  A NULL handle, a parameter that is
+ * not the owner's or is read-only is TK_EINVAL, a value outside the
+ * table's range TK_ERANGE; then the handle's admit may refuse it.  Only
+ * then is the value stored, and results taken under the old settings stop
+ * being readable. */
+int tk__param_set(const tk__settable *s, void *h, int param, int64_t value);
 
 /* Checked int64 arithmetic: false on overflow (result left unspecified). */
 static inline bool tk__mul(int64_t a, int64_t b, int64_t *r)

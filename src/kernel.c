@@ -92,47 +92,41 @@ void tk_kernel_destroy(tk_kernel *k)
     free(b);
 }
 
-int tk_kernel_set(tk_kernel *k, int param, int64_t value)
+static int tk__kernel_admit(const void *h, int param, int64_t value)
 {
-    if (!k)
-        return tk__fail(TK_EINVAL, "tk_kernel_set: kernel is NULL");
-    if (param != TK_KERNEL_BODY && param != TK_KERNEL_INPUTS && param != TK_KERNEL_ARITH &&
-        param != TK_KERNEL_ACCUM && param != TK_KERNEL_UNDO && param != TK_KERNEL_THREADS &&
-        param != TK_KERNEL_THREAD_SAFE)
-        return tk__fail(TK_EINVAL, "tk_kernel_set: unknown parameter %d", param);
-    /* TK_KERNEL_INPUTS fails here as read-only. */
-    int rc = tk__param_check("tk_kernel", param, value);
-    if (rc)
-        return rc;
-    if (param == TK_KERNEL_BODY) {
-        k->body_kind = (int)value;
-        return TK_OK;
-    }
-    if (param == TK_KERNEL_UNDO || param == TK_KERNEL_THREAD_SAFE) {
-        *(param == TK_KERNEL_UNDO ? &k->undo : &k->thread_safe) = value;
-        return TK_OK;
-    }
-    if (param == TK_KERNEL_THREADS) {
-        k->threads = (int)value;
-        return TK_OK;
-    }
-    if (param == TK_KERNEL_ACCUM) {
-        if (!k->reduce)
-            return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
-                            "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
-        if (value == TK_DTYPE_I32)
-            return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (int32): a "
-                            "reduction accumulates in float32, bfloat16 or float16",
-                            (long long)value);
-        k->accum = (int)value;
-        return TK_OK;
-    }
-    if (!k->is_axpy && value != TK_ARITH_NUMPY)
+    const tk_kernel *k = h;
+    if (param == TK_KERNEL_ACCUM && !k->reduce)
+        return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
+                        "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
+    if (param == TK_KERNEL_ACCUM && value == TK_DTYPE_I32)
+        return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (int32): a "
+                        "reduction accumulates in float32, bfloat16 or float16",
+                        (long long)value);
+    if (param == TK_KERNEL_ARITH && !k->is_axpy && value != TK_ARITH_NUMPY)
         return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ARITH %lld is for the built-in "
                         "bodies; a custom body's arithmetic is its own code",
                         (long long)value);
-    k->axpy.arith = (int)value;
     return TK_OK;
+}
+
+static void tk__kernel_store(void *h, int param, int64_t value)
+{
+    tk_kernel *k = h;
+    switch (param) {
+    case TK_KERNEL_BODY: k->body_kind = (int)value; break;
+    case TK_KERNEL_ARITH: k->axpy.arith = (int)value; break;
+    case TK_KERNEL_ACCUM: k->accum = (int)value; break;
+    case TK_KERNEL_UNDO: k->undo = value; break;
+    case TK_KERNEL_THREADS: k->threads = (int)value; break;
+    default: k->thread_safe = value; break;  /* TK_KERNEL_THREAD_SAFE */
+    }
+}
+
+int tk_kernel_set(tk_kernel *k, int param, int64_t value)
+{
+    static const tk__settable s = {"tk_kernel_set", "kernel", TK__KERNEL, tk__kernel_admit,
+                                   tk__kernel_store, -1};
+    return tk__param_set(&s, k, param, value);
 }
 
 int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)

@@ -123,6 +123,7 @@ int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index, int64_t buffers
                         "[%lld, %lld] (0 goes back to the parameter)", (long long)buffers,
                         in ? "input" : "output", index, (long long)lo, (long long)hi);
     p->buffers[in ? 0 : 1][index] = buffers;
+    p->ran = false;  /* the statistics describe the old slot counts */
     return TK_OK;
 }
 
@@ -155,17 +156,16 @@ void tk_pipeline_destroy(tk_pipeline *p)
     free(p);
 }
 
+static void tk__pipeline_store(void *h, int param, int64_t value)
+{
+    ((tk_pipeline *)h)->param[param - TK_PIPE_MODE] = value;
+}
+
 int tk_pipeline_set(tk_pipeline *p, int param, int64_t value)
 {
-    if (!p)
-        return tk__fail(TK_EINVAL, "tk_pipeline_set: pipeline is NULL");
-    if (param < TK_PIPE_MODE || param > TK_PIPE_FAULT)
-        return tk__fail(TK_EINVAL, "tk_pipeline_set: unknown parameter %d", param);
-    int rc = tk__param_check("tk_pipeline", param, value);
-    if (rc)
-        return rc;
-    p->param[param - TK_PIPE_MODE] = value;
-    return TK_OK;
+    static const tk__settable s = {"tk_pipeline_set", "pipeline", TK__PIPELINE, NULL,
+                                   tk__pipeline_store, offsetof(tk_pipeline, ran)};
+    return tk__param_set(&s, p, param, value);
 }
 
 int tk_pipeline_get(const tk_pipeline *p, int param, int64_t *value)

@@ -39,24 +39,29 @@ int tk_tiling_create(tk_tiling **out, int64_t rows, int64_t cols,
 
 void tk_tiling_destroy(tk_tiling *t) { free(t); }
 
-int tk_tiling_set(tk_tiling *t, int param, int64_t value)
+static int tk__tiling_admit(const void *h, int param, int64_t value)
 {
-    if (!t)
-        return tk__fail(TK_EINVAL, "tk_tiling_set: tiling is NULL");
-    if (param < TK_TILING_TAIL || param > TK_TILING_BLOCK_COLS)
-        return tk__fail(TK_EINVAL, "tk_tiling_set: unknown parameter %d", param);
-    /* TK_TILING_TAIL is the only writable one; the rest fail as read-only. */
-    int rc = tk__param_check("tk_tiling", param, value);
-    if (rc)
-        return rc;
-    if (value == TK_TAIL_SHIFT_INWARDS &&
-        (t->rows < t->block_rows || t->cols < t->block_cols))
+    const tk_tiling *t = h;
+    (void)param;  /* TK_TILING_TAIL is the only writable one */
+    if (value == TK_TAIL_SHIFT_INWARDS && (t->rows < t->block_rows || t->cols < t->block_cols))
         return tk__fail(TK_ELAYOUT, "tk_tiling_set: shift-inwards needs an extent of at "
                         "least the block in both dimensions: got %lldx%lld with block "
                         "%lldx%lld", (long long)t->rows, (long long)t->cols,
                         (long long)t->block_rows, (long long)t->block_cols);
-    t->tail = (int)value;
     return TK_OK;
+}
+
+static void tk__tiling_store(void *h, int param, int64_t value)
+{
+    (void)param;
+    ((tk_tiling *)h)->tail = (int)value;
+}
+
+int tk_tiling_set(tk_tiling *t, int param, int64_t value)
+{
+    static const tk__settable s = {"tk_tiling_set", "tiling", TK__TILING,
+                                   tk__tiling_admit, tk__tiling_store, -1};
+    return tk__param_set(&s, t, param, value);
 }
 
 /* Elements per operand that the current tail strategy copies or computes

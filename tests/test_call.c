@@ -860,3 +860,37 @@ Test(call, an_output_fault_without_pipelining)
     tk_matrix_destroy(in);
     tk_matrix_destroy(out);
 }
+
+/* A call's statistics describe the settings of its last run: an accepted
+ * tk_call_set or tk_call_set_pad_value retires them, a refused one keeps
+ * them. */
+Test(call, a_new_setting_retires_the_statistics)
+{
+    float *x = ints(9 * 9, 1), *y = ints(9 * 9, 2);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, 9, 9, x), from(TK_DTYPE_F32, 9, 9, y)};
+    tk_matrix *out = blank(TK_DTYPE_F32, 9, 9);
+    tk_call *c = matmul_call(TK_DTYPE_F32, 9, 9, 9, 8, 128, 8);
+    double v;
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    tkt_expect_status(tk_call_set(c, TK_CALL_PAD, 99), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "TK_CALL_PAD = 99 is outside [1, 3]"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_call_set(c, TK_CALL_STEPS, 1), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "TK_CALL_STEPS is read-only"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_call_set(c, TK_PIPE_MODE, 0), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "is not a parameter of a call"), "%s",
+              tk_last_error_message());
+    cr_assert_eq(stat(c, TK_STAT_STEPS), 4.0);
+    tkt_expect_status(tk_call_set(c, TK_CALL_PAD, TK_PAD_NAN), TK_OK);
+    tkt_expect_status(tk_call_stat(c, TK_STAT_STEPS, &v), TK_ESTATE);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    tkt_expect_status(tk_call_set_pad_value(c, 0.0f), TK_OK);
+    tkt_expect_status(tk_call_stat(c, TK_STAT_STEPS, &v), TK_ESTATE);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    free(x);
+    free(y);
+}

@@ -471,3 +471,25 @@ Test(compare, wide_rows_agree_with_a_scalar_recount)
         cr_assert_eq(metric(c, TK_COMPARE_ULP_HIST_0 + h), (double)hist[h], "hist %d", h);
     tk_compare_destroy(c);
 }
+
+/* Every setting changed after a run retires its results (the verdict was
+ * reached under the old ones); a refused setting keeps them. */
+Test(compare, a_new_setting_retires_the_results)
+{
+    tk_compare *c;
+    const float x[2] = {1, 2};
+    double v;
+    cr_assert_eq(tk_compare_create(&c, TK_DTYPE_F32), TK_OK);
+    cr_assert_eq(run_f32(c, 1, 2, x, x), TK_OK);
+    tkt_expect_status(tk_compare_set(c, TK_COMPARE_MAX_ULP, -5), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "TK_COMPARE_MAX_ULP = -5 is outside [-1, "),
+              "%s", tk_last_error_message());
+    tkt_expect_status(tk_compare_set_tolerance(c, -1.0, 0.0), TK_ERANGE);
+    cr_assert_eq(metric(c, TK_COMPARE_PASSED), 1.0);
+    tkt_expect_status(tk_compare_set(c, TK_COMPARE_MAX_ULP, 0), TK_OK);
+    tkt_expect_status(tk_compare_result(c, TK_COMPARE_PASSED, &v), TK_ESTATE);
+    cr_assert_eq(run_f32(c, 1, 2, x, x), TK_OK);
+    tkt_expect_status(tk_compare_set_tolerance(c, 0.0, 0.0), TK_OK);
+    tkt_expect_status(tk_compare_result(c, TK_COMPARE_PASSED, &v), TK_ESTATE);
+    tk_compare_destroy(c);
+}

@@ -594,3 +594,26 @@ Test(pipeline, chrome_trace)
     tkt_expect_status(tk_pipeline_write_trace(g.p, NULL), TK_EINVAL);
     rig_close(&g);
 }
+
+/* Statistics describe the settings they were taken with: any accepted
+ * tk_pipeline_set or tk_pipeline_set_buffers retires them, a refused one
+ * keeps them. */
+Test(pipeline, a_new_setting_retires_the_statistics)
+{
+    struct rig g;
+    double v;
+    rig_open(&g, "TPU v5 lite", TK_DTYPE_F32, 16, 256, 8, 128);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
+    tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_INPUT_BUFFERS, 0), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "TK_PIPE_INPUT_BUFFERS = 0 is outside [1, "),
+              "%s", tk_last_error_message());
+    tkt_expect_status(tk_pipeline_set(g.p, TK_KERNEL_THREADS, 1), TK_EINVAL);
+    tkt_expect_status(tk_pipeline_set_buffers(g.p, TK_CALL_INPUT, 5, 2), TK_ERANGE);
+    cr_assert_eq(stat(g.p, TK_STAT_STEPS), 4.0);
+    tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_INPUT_BUFFERS, 3), TK_OK);
+    tkt_expect_status(tk_pipeline_stat(g.p, TK_STAT_STEPS, &v), TK_ESTATE);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
+    tkt_expect_status(tk_pipeline_set_buffers(g.p, TK_CALL_INPUT, 0, 2), TK_OK);
+    tkt_expect_status(tk_pipeline_stat(g.p, TK_STAT_STEPS, &v), TK_ESTATE);
+    rig_close(&g);
+}
