@@ -82,6 +82,8 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
 
 /* ---- text ------------------------------------------------------------------- */
 
+enum { TK__CELL = 48 };  /* bytes of a table cell, NUL included */
+
 /* A reduction case's verdict in words: the bound, where the error comes
  * closest to it, and what being bit-different from the oracle means. */
 static void tk__bound_text(tk__sb *b, const tk_audit *a, int64_t i)
@@ -102,67 +104,106 @@ static void tk__bound_text(tk__sb *b, const tk_audit *a, int64_t i)
                    tk_dtype_name(a->k->accum), tk_audit_schedule_name(r->diagnosis));
 }
 
-enum { TK__COLS = 16 };
+/* The cells of the text table that are not one metric. */
+static void tk__cell_case(const tk_audit *a, int64_t i, char *cell)
+{
+    (void)a;
+    snprintf(cell, TK__CELL, "%lld", (long long)i);
+}
+
+static void tk__cell_shape(const tk_audit *a, int64_t i, char *cell)
+{
+    const tk__case *c = &a->cases[i];
+    if (c->depth)
+        snprintf(cell, TK__CELL, "%lld x %lld x %lld", (long long)c->rows,
+                 (long long)c->depth, (long long)c->cols);
+    else
+        snprintf(cell, TK__CELL, "%lld x %lld", (long long)c->rows, (long long)c->cols);
+}
+
+static void tk__cell_dtype(const tk_audit *a, int64_t i, char *cell)
+{
+    const tk__case *c = &a->cases[i];
+    if (c->out_dtype != c->dtype)
+        snprintf(cell, TK__CELL, "%s->%s", tk_dtype_name(c->dtype), tk_dtype_name(c->out_dtype));
+    else
+        snprintf(cell, TK__CELL, "%s", tk_dtype_name(c->dtype));
+}
+
+static void tk__cell_verdict(const tk_audit *a, int64_t i, char *cell)
+{
+    snprintf(cell, TK__CELL, "%s", tk__res(a, i, TK_AUDIT_PASSED) != 0.0 ? "PASS" : "FAIL");
+}
+
+static void tk__cell_diagnosis(const tk_audit *a, int64_t i, char *cell)
+{
+    snprintf(cell, TK__CELL, "%s", tk__res(a, i, TK_AUDIT_PASSED) != 0.0 ? "-" :
+             tk_audit_schedule_name((int)tk__res(a, i, TK_AUDIT_DIAGNOSIS)));
+}
+
+static void tk__cell_gap_verdict(const tk_audit *a, int64_t i, char *cell)
+{
+    if (tk__res(a, i, TK_AUDIT_GAP_PASSED) != 0.0)
+        snprintf(cell, TK__CELL, "within");
+    else
+        snprintf(cell, TK__CELL, "exceeds at %.0f of %lld",
+                 tk__res(a, i, TK_AUDIT_GAP_MISMATCHES),
+                 (long long)(a->cases[i].rows * a->cases[i].cols));
+}
+
+/* The text table, a row per case: each column shows one metric, as every
+ * report prints numbers or as a whole count, or is filled by its own cell. */
+static const struct {
+    const char *head;
+    int metric;  /* a TK_AUDIT_* result; 0 where cell fills the column */
+    bool count;
+    void (*cell)(const tk_audit *a, int64_t i, char *cell);
+} tk__columns[] = {
+    {"case", 0, false, tk__cell_case},
+    {"shape", 0, false, tk__cell_shape},
+    {"dtype", 0, false, tk__cell_dtype},
+    {"impl max abs", TK_AUDIT_IMPL_MAX_ABS, false, NULL},
+    {"impl max ULP", TK_AUDIT_IMPL_MAX_ULP, true, NULL},
+    {"impl mismatches", TK_AUDIT_IMPL_MISMATCHES, true, NULL},
+    {"implementation", 0, false, tk__cell_verdict},
+    {"diagnosis", 0, false, tk__cell_diagnosis},
+    {"gap max abs", TK_AUDIT_GAP_MAX_ABS, false, NULL},
+    {"input part", TK_AUDIT_GAP_INPUT_MAX_ABS, false, NULL},
+    {"output part", TK_AUDIT_GAP_OUTPUT_MAX_ABS, false, NULL},
+    {"gap max rel", TK_AUDIT_GAP_MAX_REL, false, NULL},
+    {"scale", TK_AUDIT_SCALE, false, NULL},
+    {"gap atol", TK_AUDIT_GAP_ATOL, false, NULL},
+    {"gap rtol", TK_AUDIT_GAP_RTOL, false, NULL},
+    {"gap verdict", 0, false, tk__cell_gap_verdict},
+};
+enum { TK__COLS = sizeof tk__columns / sizeof *tk__columns };
 
 static void tk__text(const tk_audit *a, tk__sb *b)
 {
-    static const char *const head[TK__COLS] = {
-        "case", "shape", "dtype", "impl max abs", "impl max ULP", "impl mismatches",
-        "implementation", "diagnosis", "gap max abs", "input part", "output part",
-        "gap max rel", "scale", "gap atol", "gap rtol", "gap verdict"};
     int64_t n = a->n_cases, passed = 0, within = 0;
-    char (*cell)[TK__COLS][48] = calloc((size_t)n + 1, sizeof *cell);
+    char (*cell)[TK__COLS][TK__CELL] = calloc((size_t)n + 1, sizeof *cell);
     if (!cell) {
         b->oom = true;
         return;
     }
-    int width[TK__COLS];
-    for (int j = 0; j < TK__COLS; j++)
-        snprintf(cell[0][j], sizeof cell[0][j], "%s", head[j]);
-    for (int64_t i = 0; i < n; i++) {
-        const tk__case *c = &a->cases[i];
-        char (*row)[48] = cell[i + 1];
-        bool ok = tk__res(a, i, TK_AUDIT_PASSED) != 0.0;
-        bool gap_ok = tk__res(a, i, TK_AUDIT_GAP_PASSED) != 0.0;
-        passed += ok;
-        within += gap_ok;
-        snprintf(row[0], 48, "%lld", (long long)i);
-        if (c->depth)
-            snprintf(row[1], 48, "%lld x %lld x %lld", (long long)c->rows,
-                     (long long)c->depth, (long long)c->cols);
-        else
-            snprintf(row[1], 48, "%lld x %lld", (long long)c->rows, (long long)c->cols);
-        if (c->out_dtype != c->dtype)
-            snprintf(row[2], 48, "%s->%s", tk_dtype_name(c->dtype),
-                     tk_dtype_name(c->out_dtype));
-        else
-            snprintf(row[2], 48, "%s", tk_dtype_name(c->dtype));
-        snprintf(row[3], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_IMPL_MAX_ABS)).s);
-        snprintf(row[4], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MAX_ULP));
-        snprintf(row[5], 48, "%.0f", tk__res(a, i, TK_AUDIT_IMPL_MISMATCHES));
-        snprintf(row[6], 48, "%s", ok ? "PASS" : "FAIL");
-        snprintf(row[7], 48, "%s", ok ? "-" : tk_audit_schedule_name(
-                                                 (int)tk__res(a, i, TK_AUDIT_DIAGNOSIS)));
-        snprintf(row[8], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_MAX_ABS)).s);
-        snprintf(row[9], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_INPUT_MAX_ABS)).s);
-        snprintf(row[10], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_OUTPUT_MAX_ABS)).s);
-        snprintf(row[11], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_MAX_REL)).s);
-        snprintf(row[12], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_SCALE)).s);
-        snprintf(row[13], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_ATOL)).s);
-        snprintf(row[14], 48, "%s", tk__n(tk__res(a, i, TK_AUDIT_GAP_RTOL)).s);
-        if (gap_ok)
-            snprintf(row[15], 48, "within");
-        else
-            snprintf(row[15], 48, "exceeds at %.0f of %lld",
-                     tk__res(a, i, TK_AUDIT_GAP_MISMATCHES),
-                     (long long)(c->rows * c->cols));
-    }
-    for (int j = 0; j < TK__COLS; j++) {
-        width[j] = 0;
-        for (int64_t i = 0; i <= n; i++) {
-            int w = (int)strlen(cell[i][j]);
+    int width[TK__COLS] = {0};
+    for (int64_t i = 0; i <= n; i++)  /* row 0 holds the heads */
+        for (int j = 0; j < TK__COLS; j++) {
+            char *at = cell[i][j];
+            if (i == 0)
+                snprintf(at, TK__CELL, "%s", tk__columns[j].head);
+            else if (tk__columns[j].cell)
+                tk__columns[j].cell(a, i - 1, at);
+            else if (tk__columns[j].count)
+                snprintf(at, TK__CELL, "%.0f", tk__res(a, i - 1, tk__columns[j].metric));
+            else
+                snprintf(at, TK__CELL, "%s", tk__n(tk__res(a, i - 1, tk__columns[j].metric)).s);
+            int w = (int)strlen(at);
             width[j] = w > width[j] ? w : width[j];
         }
+    for (int64_t i = 0; i < n; i++) {
+        passed += tk__res(a, i, TK_AUDIT_PASSED) != 0.0;
+        within += tk__res(a, i, TK_AUDIT_GAP_PASSED) != 0.0;
     }
     tk__sb_add(b, "libtilekern %s audit report (schema %s)\ncontract: ",
                tk_version_string(), TK__SCHEMA);
