@@ -365,6 +365,9 @@ TK_API int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index,
 #define TK_CALL_STEPS 1003
 #define TK_CALL_INPUTS 1004
 #define TK_CALL_OUTPUTS 1005
+#define TK_CALL_UNDO 1006     /* read-write: 1 (default) keeps every output's
+                                 old bytes until the run ends, so a failing
+                                 body leaves them unchanged; 0 does not */
 
 /* What reads past an input's edge see. */
 #define TK_PAD_ZERO 1

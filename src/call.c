@@ -54,6 +54,7 @@ int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn
     c->body = body;
     c->user = user;
     c->pad = TK_PAD_ZERO;
+    c->undo = true;
     atomic_flag_clear(&c->work_busy);
     *out = c;
     return TK_OK;
@@ -152,8 +153,11 @@ int tk_call_set_dimension(tk_call *c, int axis, int semantics)
 
 static void tk__call_store(void *h, int param, int64_t value)
 {
-    (void)param;  /* TK_CALL_PAD is the only writable one */
-    ((tk_call *)h)->pad = (int)value;
+    tk_call *c = h;
+    if (param == TK_CALL_PAD)
+        c->pad = (int)value;
+    else
+        c->undo = value;  /* TK_CALL_UNDO */
 }
 
 int tk_call_set(tk_call *c, int param, int64_t value)
@@ -173,6 +177,7 @@ int tk_call_get(const tk_call *c, int param, int64_t *value)
     case TK_CALL_STEPS: *value = c->steps; return TK_OK;
     case TK_CALL_INPUTS: *value = c->n_in; return TK_OK;
     case TK_CALL_OUTPUTS: *value = c->n_out; return TK_OK;
+    case TK_CALL_UNDO: *value = c->undo; return TK_OK;
     default: return tk__fail(TK_EINVAL, "tk_call_get: unknown parameter %d", param);
     }
 }
@@ -374,6 +379,7 @@ typedef struct tk__run {
     struct { int out; int64_t b[2]; } *wrote;  /* the write-backs, in order */
     int64_t n_wrote;
     bool cached;             /* undo is the call's kept buffer */
+    bool stream;             /* outputs are large: write-backs stream past the cache */
     bool direct[TK_CALL_MAX_OPERANDS];  /* f32 inputs read in place */
 } tk__run;
 
@@ -409,6 +415,66 @@ static char *tk__out_row(const tk__spec *s, tk_matrix *m, const int64_t *b, int6
            (size_t)(b[1] * s->block_cols) * (size_t)tk_dtype_size(s->dtype);
 }
 
+static void tk__fill(float *restrict dst, int64_t n, float v)
+{
+    for (int64_t e = 0; e < n; e++)
+        dst[e] = v;
+}
+
+/* Input bytes a run of steps reads ahead in memory order (as the kernel's
+ * executor does): half the L2 of the development machine. */
+#define TK__TOUCH (512 * 1024)
+
+/* From step st on, the steps whose input blocks lie side by side along
+ * their block rows (each input's block column one more per step, the
+ * block row the same), up to TK__TOUCH bytes: read their rows in memory
+ * order first, so the body finds them in cache.  A block is a few short
+ * rows (8 of 512 bytes for 8x128 f32), which the hardware prefetchers do
+ * not follow block by block.  Returns the step after the run. */
+static int64_t tk__touch(const tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
+                         int64_t st)
+{
+    int64_t end = st + 1, bytes = 0;
+    for (int i = 0; i < c->n_in; i++)
+        bytes += c->in[i].block_rows * c->in[i].block_cols * tk_dtype_size(c->in[i].dtype);
+    for (int64_t per = bytes; end < c->steps && bytes + per <= TK__TOUCH; end++, bytes += per) {
+        bool beside = true;
+        for (int i = 0; i < c->n_in && beside; i++) {
+            const int64_t *b0 = &p->idx[((end - 1) * p->n + i) * 2],
+                          *b1 = &p->idx[(end * p->n + i) * 2];
+            beside = b1[0] == b0[0] && b1[1] == b0[1] + 1;
+        }
+        if (!beside)
+            break;
+    }
+    if (end - st < 2)
+        return end;
+    typedef uint32_t tk__u4 __attribute__((vector_size(16)));
+    tk__u4 acc = {0, 0, 0, 0};
+    for (int i = 0; i < c->n_in; i++) {
+        const tk__spec *s = &c->in[i];
+        const int64_t *b0 = &p->idx[(st * p->n + i) * 2];
+        int64_t last[2] = {b0[0], b0[1] + (end - st - 1)}, vr, vc;
+        tk__valid(s, last, &vr, &vc);  /* the same rows as the first block's */
+        size_t es = (size_t)tk_dtype_size(s->dtype);
+        size_t n = (size_t)((end - st - 1) * s->block_cols + vc) * es;
+        for (int64_t r = 0; r < vr; r++) {
+            const unsigned char *row =
+                (const unsigned char *)tk__row(inputs[i], b0[0] * s->block_rows + r) +
+                (size_t)(b0[1] * s->block_cols) * es;
+            for (size_t at = 0; at + 48 <= n; at += 64) {
+                tk__u4 x, y;
+                memcpy(&x, row + at, sizeof x);
+                memcpy(&y, row + at + 32, sizeof y);
+                acc |= x | y;
+            }
+        }
+    }
+    volatile unsigned sink = acc[0] | acc[1] | acc[2] | acc[3];
+    (void)sink;
+    return end;
+}
+
 /* Cast output j's block b once into m (valid part only), saving what it held. */
 static void tk__write_back(const tk__spec *s, int j, tk_matrix *m, const int64_t *b,
                            const float *src, tk__run *run)
@@ -418,17 +484,34 @@ static void tk__write_back(const tk__spec *s, int j, tk_matrix *m, const int64_t
     size_t n = (size_t)vc * (size_t)tk_dtype_size(s->dtype);
     for (int64_t r = 0; r < vr; r++) {
         char *dst = tk__out_row(s, m, b, r);
-        memcpy(run->undo + run->undo_len, dst, n);
-        run->undo_len += n;
-        tk__row_from_f32(s->dtype, src + r * s->block_cols, dst, vc);
+        if (run->undo) {
+            tk__stream_copy(run->undo + run->undo_len, dst, n);
+            run->undo_len += n;
+        }
+        if (!run->stream) {
+            tk__row_from_f32(s->dtype, src + r * s->block_cols, dst, vc);
+            continue;
+        }
+        /* A large output goes out by streaming stores, through a cast piece in cache. */
+        unsigned char piece[4096];
+        int64_t per = (int64_t)(sizeof piece / (size_t)tk_dtype_size(s->dtype));
+        for (int64_t at = 0; at < vc; at += per) {
+            int64_t m = vc - at < per ? vc - at : per;
+            tk__row_from_f32(s->dtype, src + r * s->block_cols + at, piece, m);
+            tk__stream_copy(dst + (size_t)at * (size_t)tk_dtype_size(s->dtype), piece,
+                            (size_t)m * (size_t)tk_dtype_size(s->dtype));
+        }
     }
-    run->wrote[run->n_wrote].out = j;
-    memcpy(run->wrote[run->n_wrote++].b, b, sizeof run->wrote->b);
+    if (run->undo) {
+        run->wrote[run->n_wrote].out = j;
+        memcpy(run->wrote[run->n_wrote++].b, b, sizeof run->wrote->b);
+    }
 }
 
 /* Put back, last first, every block tk__write_back wrote. */
 static void tk__undo(const tk_call *c, tk_matrix *const *outputs, tk__run *run)
 {
+    tk__stream_fence();
     while (run->n_wrote > 0) {
         int j = run->wrote[--run->n_wrote].out;
         const int64_t *b = run->wrote[run->n_wrote].b;
@@ -446,9 +529,12 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
                        tk_matrix *const *outputs, float fill, tk__run *run)
 {
     int64_t copies_in = 0, skipped = 0, copies_out = 0, bytes_in = 0, bytes_out = 0;
-    const float nan = NAN;
+    const float nan = NAN;  /* outputs start uninitialized, as on the chip */
+    int64_t touched = 0;    /* the first step not read ahead */
     for (int64_t st = 0; st < c->steps; st++) {
         const int64_t *g = &p->grid[st * c->rank];
+        if (st == touched)
+            touched = tk__touch(c, p, inputs, st);
         for (int o = 0; o < p->n; o++) {
             int kind, index;
             const tk__spec *s = tk__op(c, o, &kind, &index);
@@ -477,9 +563,7 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
                 if (st > 0)
                     tk__write_back(s, index, outputs[index],
                                    &p->idx[((st - 1) * p->n + o) * 2], run->blocks[o], run);
-                int64_t ne = s->block_rows * s->block_cols;
-                for (int64_t e = 0; e < ne; e++)
-                    run->blocks[o][e] = nan;  /* uninitialized, as on the chip */
+                tk__fill(run->blocks[o], s->block_rows * s->block_cols, nan);
                 copies_out++;
                 bytes_out += vr * vc * tk_dtype_size(s->dtype);
             }
@@ -492,12 +576,14 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
         }
         int rc = c->body(c->user, run->ptr, p->n);
         if (rc) {
-            tk__undo(c, outputs, run);
+            if (run->undo)
+                tk__undo(c, outputs, run);
             char gt[96];
             tk__grid_text(c, g, gt, sizeof gt);
             return tk__fail(TK_ECALLBACK, "tk_call_run: the body returned %d at step %lld, "
-                            "grid index %s; the outputs are unchanged", rc, (long long)st,
-                            gt);
+                            "grid index %s; the outputs %s", rc, (long long)st, gt,
+                            run->undo ? "are unchanged" :
+                            "may be partly written (TK_CALL_UNDO is 0)");
         }
     }
     for (int j = 0; j < c->n_out; j++) {
@@ -505,6 +591,7 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
         tk__write_back(&c->out[j], j, outputs[j],
                        &p->idx[((c->steps - 1) * p->n + o) * 2], run->blocks[o], run);
     }
+    tk__stream_fence();
     c->copies_in = copies_in;
     c->copies_skipped = skipped;
     c->copies_out = copies_out;
@@ -540,6 +627,8 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run)
         if (kind == TK_CALL_OUTPUT)
             undo += (size_t)(s->rows * s->cols) * (size_t)tk_dtype_size(s->dtype);
     }
+    if (!c->undo)
+        return TK_OK;  /* nothing is saved: undo and wrote stay NULL */
     size_t wrote;
     int rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
     if (rc) {
@@ -607,6 +696,11 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
     for (int i = 0; i < c->n_in; i++)
         run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 &&
                         !tk__aliased(inputs[i], c->n_out, outputs);
+    size_t out_bytes = 0;
+    for (int j = 0; j < c->n_out; j++)
+        out_bytes += (size_t)(c->out[j].rows * c->out[j].cols) *
+                     (size_t)tk_dtype_size(c->out[j].dtype);
+    run.stream = out_bytes >= TK__STREAM;
     int rc = tk__run_alloc(c, p->n, &run);
     if (!rc) {
         rc = tk__execute(c, p, inputs, outputs, fill, &run);

@@ -19,11 +19,6 @@
  * ahead in memory order: half the L2 of the development machine. */
 #define TK__TOUCH (512 * 1024)
 
-/* Output bytes from which outputs are written with streaming stores,
- * bypassing the cache: a quarter of the development machine's L3, so the
- * output would mostly be out of cache when the run ends anyway. */
-#define TK__STREAM ((size_t)8 << 20)
-
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
 
@@ -31,7 +26,7 @@
  * only after a failed callback, and streaming it keeps it from evicting the
  * operands (a custom body measured about 1.25x the built-in this way, about
  * 2x with memcpy). */
-static void tk__stream_copy(void *dst, const void *src, size_t bytes)
+void tk__stream_copy(void *dst, const void *src, size_t bytes)
 {
 #if defined(__SSE2__)
     unsigned char *d = dst;
@@ -54,7 +49,7 @@ static void tk__stream_copy(void *dst, const void *src, size_t bytes)
 #endif
 }
 
-static void tk__stream_fence(void)
+void tk__stream_fence(void)
 {
 #if defined(__SSE2__)
     _mm_sfence();

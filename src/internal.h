@@ -236,6 +236,16 @@ static inline bool tk__dtype_holds(int wide, int narrow)
 float tk__round_to(int dtype, float x);
 
 /* Row conversion between a float dtype and f32. */
+/* memcpy that writes whole 64-byte lines by streaming stores on x86, for
+ * copies that should not evict the working set; tk__stream_fence makes
+ * them visible before anything else reads the destination. */
+void tk__stream_copy(void *dst, const void *src, size_t bytes);
+/* Output bytes from which outputs are written with streaming stores,
+ * bypassing the cache: a quarter of the development machine's L3, so the
+ * output would mostly be out of cache when the run ends anyway. */
+#define TK__STREAM ((size_t)8 << 20)
+void tk__stream_fence(void);
+
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 
@@ -384,6 +394,7 @@ struct tk_call {
     int n_in, n_out;
     tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
     int pad;                   /* a TK_PAD_* value */
+    bool undo;                 /* TK_CALL_UNDO */
     float pad_value;           /* for TK_PAD_VALUE */
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;

@@ -339,10 +339,22 @@ static int axpy_body(void *user, tk_block *const *b, int n)
     return 0;
 }
 
-Test(call, axpy_equals_tk_kernel_run)
+/* The seed's axpy through the call, small and with outputs large enough
+ * (8 MiB and more) to be written back by streaming stores, with and
+ * without the undo copy: tk_kernel_run's bits each time. */
+struct axpy_case { int64_t R, C; int undo; };
+
+ParameterizedTestParameters(call, axpy_equals_tk_kernel_run)
+{
+    static struct axpy_case cases[] = {{17, 257, 1}, {17, 257, 0}, {1500, 2900, 1},
+                                       {1500, 2900, 0}};
+    return cr_make_param_array(struct axpy_case, cases, sizeof cases / sizeof *cases);
+}
+
+ParameterizedTest(struct axpy_case *p, call, axpy_equals_tk_kernel_run)
 {
     static float alpha = 3.0f;
-    int64_t R = 17, C = 257;
+    int64_t R = p->R, C = p->C;
     float *x = malloc((size_t)(R * C) * sizeof *x), *y = malloc((size_t)(R * C) * sizeof *y);
     tkt_fill(x, (size_t)(R * C), 9);
     tkt_fill(y, (size_t)(R * C), 10);
@@ -354,9 +366,10 @@ Test(call, axpy_equals_tk_kernel_run)
         tk_tiling *t;
         tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
         tkt_expect_status(tk_kernel_run(k, t, (const tk_matrix *const *)in, want), TK_OK);
-        int64_t grid[2] = {3, 3};
+        int64_t grid[2] = {(R + 7) / 8, (C + 127) / 128};
         tk_call *c;
         tkt_expect_status(tk_call_create(&c, 2, grid, axpy_body, &alpha), TK_OK);
+        tkt_expect_status(tk_call_set(c, TK_CALL_UNDO, p->undo), TK_OK);
         tk_call_add_input(c, dtype, R, C, 8, 128, NULL);
         tk_call_add_input(c, dtype, R, C, 8, 128, NULL);
         tk_call_add_output(c, dtype, R, C, 8, 128, NULL);
@@ -473,6 +486,22 @@ Test(call, a_failing_body_leaves_every_output_as_it_was)
     cr_assert(!memcmp(tk_matrix_data(out), before, bytes), "the output changed");
     double v;
     tkt_expect_status(tk_call_stat(c, TK_STAT_STEPS, &v), TK_ESTATE);
+
+    /* Without the undo copy the six blocks written back stay written (block
+     * rows 0 and 1, every column), and the message says so. */
+    int64_t undo = -1;
+    tkt_expect_status(tk_call_get(c, TK_CALL_UNDO, &undo), TK_OK);
+    cr_assert_eq(undo, 1, "undo is on by default");
+    tkt_expect_status(tk_call_set(c, TK_CALL_UNDO, 0), TK_OK);
+    left = 7;
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "may be partly written (TK_CALL_UNDO is 0)"),
+              "%s", tk_last_error_message());
+    for (int64_t r = 0; r < R; r++)
+        cr_assert(!memcmp((char *)tk_matrix_data(out) + r * C * 2,
+                          r < 16 ? (char *)tk_matrix_data(in) + r * C * 2
+                                 : (char *)before + r * C * 2,
+                          (size_t)C * 2), "row %lld", (long long)r);
     tk_call_destroy(c);
     tk_matrix_destroy(in);
     tk_matrix_destroy(out);

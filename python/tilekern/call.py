@@ -142,6 +142,10 @@ class Call(_ffi.Handle):
             lib.tk_call_set_pad_value(self, float(value))
             self._pad_value = float(np.float32(value))
 
+    undo = _ffi.param("call", _ffi.TK_CALL_UNDO,
+                      "True (default): a failing body leaves every output as it was; "
+                      "False: no undo copy, the outputs may be partly written", kind=bool)
+
     def _io(self, inputs, outputs):
         mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
         if outputs is None:

@@ -87,6 +87,13 @@ def test_a_raising_body_leaves_the_outputs_untouched():
         c.run([x], [out])
     assert isinstance(info.value.__cause__, tk.CallbackError)
     assert (out == 9.0).all()
+    # Without the undo copy, the blocks written back before (2, 0) stay.
+    assert c.undo is True
+    c.undo = False
+    with pytest.raises(Boom) as info:
+        c.run([x], [out])
+    assert "may be partly written (TK_CALL_UNDO is 0)" in str(info.value.__cause__)
+    assert (out[:16] == x[:16]).all() and (out[16:] == 9.0).all()
 
 
 def test_refusals():
