@@ -717,6 +717,22 @@ static int tk__audit_run(tk_audit *a)
         return tk__fail(TK_EINVAL, "tk_audit_run: the contract's body kind became %d; "
                         "only TK_BODY_ELEMENTWISE contracts can be audited",
                         a->k->body_kind);
+    /* The accumulation may have changed (tk_kernel_set) since the reduction
+     * cases were added: what adding them checked is checked again. */
+    for (int64_t i = 0; i < a->n_cases && a->k->reduce; i++) {
+        const tk__case *c = &a->cases[i];
+        if (!tk__dtype_holds(a->k->accum, c->dtype))
+            return tk__fail(TK_EDTYPE, "tk_audit_run: case %lld: the contract now "
+                            "accumulates in %s, which cannot hold every %s input: "
+                            "mismatched accumulation", (long long)i,
+                            tk_dtype_name(a->k->accum), tk_dtype_name(c->dtype));
+        if (tk__reduction_check(a->k->accum, a->k->reduce, c->rows, c->depth, c->cols,
+                                c->dtype, c->out_dtype))
+            return tk__fail(TK_ERANGE, "tk_audit_run: case %lld: k = %lld is too deep for a "
+                            "worst-case bound of %s accumulation, which the contract now "
+                            "declares", (long long)i, (long long)c->depth,
+                            tk_dtype_name(a->k->accum));
+    }
     tk__case_result *res = calloc((size_t)a->n_cases, sizeof *res);
     if (!res)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %lld results",
@@ -762,7 +778,9 @@ int tk_audit_run(tk_audit *a)
     if (rc)
         return rc;
     a->running = true;
+    tk__kernel_hold(a->k, 1);
     rc = tk__audit_run(a);
+    tk__kernel_hold(a->k, -1);
     a->running = false;
     return rc;
 }
@@ -858,7 +876,9 @@ int tk_audit_check_permutation(tk_audit *a, int64_t case_index, const int64_t *o
     if (rc)
         return rc;
     a->running = true;
+    tk__kernel_hold(a->k, 1);
     rc = tk__check_permutation(a, case_index, order);
+    tk__kernel_hold(a->k, -1);
     a->running = false;
     return rc;
 }

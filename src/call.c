@@ -60,6 +60,15 @@ int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn
     return TK_OK;
 }
 
+/* A call whose body or index maps are running refuses runs and changes
+ * (TK_ESTATE): a change would resize or rewrite what the run is using. */
+static int tk__not_running(const char *fn, const tk_call *c)
+{
+    return c && c->running ? tk__fail(TK_ESTATE, "%s: the call is running (this call came "
+                                      "from its body or an index map); a running call cannot "
+                                      "be changed or run again", fn) : TK_OK;
+}
+
 void tk_call_destroy(tk_call *c)
 {
     if (c)
@@ -74,6 +83,8 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
     const char *fn = kind == TK_CALL_INPUT ? "tk_call_add_input" : "tk_call_add_output";
     if (!c)
         return tk__fail(TK_EINVAL, "%s: call is NULL", fn);
+    if (c->running)
+        return tk__not_running(fn, c);
     int *n = kind == TK_CALL_INPUT ? &c->n_in : &c->n_out;
     if (*n == TK_CALL_MAX_OPERANDS)
         return tk__fail(TK_ERANGE, "%s: a call takes at most %d %ss", fn,
@@ -90,10 +101,12 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
         return tk__fail(TK_EINVAL, "%s: map is NULL, which means the identity (i, j) -> "
                         "(i, j), only for a rank-2 grid; this grid has rank %d", fn,
                         c->rank);
-    size_t block_bytes;
-    int rc = tk__bytes(block_rows, block_cols, sizeof(float), &block_bytes);
-    if (rc)
-        return rc;
+    size_t bytes;
+    int rc = tk__bytes(block_rows, block_cols, sizeof(float), &bytes);
+    if (rc || (rc = tk__bytes(rows, cols, tk_dtype_size(dtype), &bytes)))
+        return tk__fail(rc, "%s: %lldx%lld %s with %lldx%lld blocks overflows", fn,
+                        (long long)rows, (long long)cols, tk_dtype_name(dtype),
+                        (long long)block_rows, (long long)block_cols);
     tk__spec s = {.dtype = dtype, .rows = rows, .cols = cols, .block_rows = block_rows,
                   .block_cols = block_cols,
                   .grid_rows = rows / block_rows + (rows % block_rows != 0),
@@ -122,6 +135,8 @@ int tk_call_set_map(tk_call *c, int kind, int index, tk_index_map_fn fn, void *u
 {
     if (!c || !fn)
         return tk__fail(TK_EINVAL, "tk_call_set_map: %s is NULL", !c ? "call" : "fn");
+    if (c->running)
+        return tk__not_running("tk_call_set_map", c);
     if (kind != TK_CALL_INPUT && kind != TK_CALL_OUTPUT)
         return tk__fail(TK_EINVAL, "tk_call_set_map: kind %d is not TK_CALL_INPUT or "
                         "TK_CALL_OUTPUT", kind);
@@ -140,6 +155,8 @@ int tk_call_set_dimension(tk_call *c, int axis, int semantics)
 {
     if (!c)
         return tk__fail(TK_EINVAL, "tk_call_set_dimension: call is NULL");
+    if (c->running)
+        return tk__not_running("tk_call_set_dimension", c);
     if (axis < 0 || axis >= c->rank)
         return tk__fail(TK_ERANGE, "tk_call_set_dimension: axis %d is outside [0, %d)",
                         axis, c->rank);
@@ -164,7 +181,8 @@ int tk_call_set(tk_call *c, int param, int64_t value)
 {
     static const tk__settable s = {"tk_call_set", "call", TK__CALL, NULL, tk__call_store,
                                    offsetof(tk_call, ran)};
-    return tk__param_set(&s, c, param, value);
+    int rc = tk__not_running("tk_call_set", c);
+    return rc ? rc : tk__param_set(&s, c, param, value);
 }
 
 int tk_call_get(const tk_call *c, int param, int64_t *value)
@@ -186,6 +204,8 @@ int tk_call_set_pad_value(tk_call *c, float value)
 {
     if (!c)
         return tk__fail(TK_EINVAL, "tk_call_set_pad_value: call is NULL");
+    if (c->running)
+        return tk__not_running("tk_call_set_pad_value", c);
     c->pad = TK_PAD_VALUE;
     c->pad_value = value;
     c->ran = false;
@@ -686,7 +706,12 @@ int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int 
     if (c->n_out == 0)
         return tk__fail(TK_ESTATE, "tk_call_run: the call has no output; add one with "
                         "tk_call_add_output");
-    return tk__make_plan(c, p);
+    if (c->running)
+        return tk__not_running("tk_call_run", c);
+    c->running = true;  /* the index maps run */
+    rc = tk__make_plan(c, p);
+    c->running = false;
+    return rc;
 }
 
 int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
@@ -701,9 +726,11 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
         out_bytes += (size_t)(c->out[j].rows * c->out[j].cols) *
                      (size_t)tk_dtype_size(c->out[j].dtype);
     run.stream = out_bytes >= TK__STREAM;
-    int rc = tk__run_alloc(c, p->n, &run);
-    if (!rc) {
+    int rc = tk__not_running("tk_call_run", c);
+    if (!rc && !(rc = tk__run_alloc(c, p->n, &run))) {
+        c->running = true;  /* the body runs */
         rc = tk__execute(c, p, inputs, outputs, fill, &run);
+        c->running = false;
         tk__run_free(c, &run, p->n);
     }
     return rc;

@@ -38,6 +38,13 @@ typedef struct tk__settable {
                                results are readable", or -1: none kept */
 } tk__settable;
 
+/* A run of k (its own, a pipeline's or an audit's) holds it for its length
+ * (delta 1, then -1; k may be NULL): tk_kernel_set refuses a held kernel
+ * with TK_ESTATE,
+ * since the run reads its settings throughout.  A count, since several
+ * threads may run one kernel at once. */
+void tk__kernel_hold(const tk_kernel *k, int delta);
+
 /* The one setter behind every tk_*_set.  A NULL handle, a parameter that is
  * not the owner's or is read-only is TK_EINVAL, a value outside the
  * table's range TK_ERANGE; then the handle's admit may refuse it.  Only
@@ -395,6 +402,7 @@ struct tk_call {
     tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
     int pad;                   /* a TK_PAD_* value */
     bool undo;                 /* TK_CALL_UNDO */
+    bool running;              /* its body or index maps are running */
     float pad_value;           /* for TK_PAD_VALUE */
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;

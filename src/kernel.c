@@ -17,6 +17,7 @@
  * run at a time. */
 struct tk__kernel_box {
     tk_kernel k;
+    atomic_int users;  /* runs in progress: tk__kernel_hold */
     atomic_flag work_busy;
     void *work;
     size_t work_bytes;
@@ -33,6 +34,7 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
                        false};
     if (is_axpy)
         b->k.user = &b->k.axpy;
+    atomic_init(&b->users, 0);
     atomic_flag_clear(&b->work_busy);
     b->work = NULL;
     b->work_bytes = 0;
@@ -122,10 +124,23 @@ static void tk__kernel_store(void *h, int param, int64_t value)
     }
 }
 
+void tk__kernel_hold(const tk_kernel *k, int delta)
+{
+    if (!k)
+        return;
+    /* Only the count changes: the handle was allocated writable. */
+    atomic_fetch_add_explicit(&((struct tk__kernel_box *)k)->users, delta,
+                              memory_order_acq_rel);
+}
+
 int tk_kernel_set(tk_kernel *k, int param, int64_t value)
 {
     static const tk__settable s = {"tk_kernel_set", "kernel", TK__KERNEL, tk__kernel_admit,
                                    tk__kernel_store, -1};
+    if (k && atomic_load_explicit(&((struct tk__kernel_box *)k)->users, memory_order_acquire))
+        return tk__fail(TK_ESTATE, "tk_kernel_set: the kernel is running (this call came "
+                        "from one of its callbacks, or another thread runs it); a running "
+                        "kernel cannot be changed");
     return tk__param_set(&s, k, param, value);
 }
 
@@ -254,8 +269,12 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     if (rc)
         return rc;
     bool pad = t->tail == TK_TAIL_PAD;
-    if (!pad && (k->is_axpy || !k->undo))   /* the built-in body never fails */
-        return tk__exec_run(k, t, inputs, output, aliased, NULL);
+    if (!pad && (k->is_axpy || !k->undo)) {  /* the built-in body never fails */
+        tk__kernel_hold(k, 1);
+        rc = tk__exec_run(k, t, inputs, output, aliased, NULL);
+        tk__kernel_hold(k, -1);
+        return rc;
+    }
 
     /* The work buffer: padded copies of every operand (the output is
      * written only by the final crop), or the undo copy of the output. */
@@ -279,10 +298,12 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     if (!work)
         rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of %s", bytes,
                       pad ? "padded copies" : "undo");
-    else if (pad)
-        rc = tk__exec_padded(k, t, inputs, output, work);
-    else
-        rc = tk__exec_run(k, t, inputs, output, aliased, work);
+    else {
+        tk__kernel_hold(k, 1);
+        rc = pad ? tk__exec_padded(k, t, inputs, output, work)
+                 : tk__exec_run(k, t, inputs, output, aliased, work);
+        tk__kernel_hold(k, -1);
+    }
     if (cached)
         atomic_flag_clear_explicit(&b->work_busy, memory_order_release);
     else

@@ -44,6 +44,7 @@ struct tk_pipeline {
     int64_t param[6];   /* TK_PIPE_MODE .. TK_PIPE_FAULT */
     /* What the last run found; ran is false until a run got that far. */
     bool ran, modeled, checked;
+    bool running;           /* a run is calling the body: tk__not_running */
     char unmodeled[256];    /* why nothing was modeled */
     int64_t steps, copies_in, copies_out, skipped, bytes_in, bytes_out, onchip, padded;
     tk__race *races;
@@ -104,10 +105,21 @@ int tk_pipeline_create_call(tk_pipeline **out, tk_call *c, const tk_device *d)
     return TK_OK;
 }
 
+/* A pipeline whose body is running refuses runs and changes (TK_ESTATE):
+ * a run frees and rebuilds the schedule and slots the body is using. */
+static int tk__not_running(const char *fn, const tk_pipeline *p)
+{
+    return p && p->running ? tk__fail(TK_ESTATE, "%s: the pipeline is running (this call "
+                                      "came from its body); a running pipeline cannot be "
+                                      "changed or run again", fn) : TK_OK;
+}
+
 int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index, int64_t buffers)
 {
     if (!p)
         return tk__fail(TK_EINVAL, "tk_pipeline_set_buffers: pipeline is NULL");
+    if (p->running)
+        return tk__not_running("tk_pipeline_set_buffers", p);
     if (kind != TK_CALL_INPUT && kind != TK_CALL_OUTPUT)
         return tk__fail(TK_EINVAL, "tk_pipeline_set_buffers: kind %d is not TK_CALL_INPUT "
                         "or TK_CALL_OUTPUT", kind);
@@ -165,7 +177,8 @@ int tk_pipeline_set(tk_pipeline *p, int param, int64_t value)
 {
     static const tk__settable s = {"tk_pipeline_set", "pipeline", TK__PIPELINE, NULL,
                                    tk__pipeline_store, offsetof(tk_pipeline, ran)};
-    return tk__param_set(&s, p, param, value);
+    int rc = tk__not_running("tk_pipeline_set", p);
+    return rc ? rc : tk__param_set(&s, p, param, value);
 }
 
 int tk_pipeline_get(const tk_pipeline *p, int param, int64_t *value)
@@ -779,7 +792,7 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
                     operand, f->n_out == 1 ? "output is" : "outputs are");
 }
 
-int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
+static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
 {
     if (!p)
         return tk__fail(TK_EINVAL, "tk_pipeline_run: pipeline is NULL");
@@ -863,8 +876,8 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
                     (long long)f->buffers[big], (long long)f->bytes[big]);
 }
 
-int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
-                         int n_outputs, tk_matrix *const *outputs)
+static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
+                                 int n_outputs, tk_matrix *const *outputs)
 {
     if (!p)
         return tk__fail(TK_EINVAL, "tk_pipeline_run_call: pipeline is NULL");
@@ -928,6 +941,31 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
         rc = tk__call_as(tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c)),
                          "tk_pipeline_run_call");
     tk__plan_free(&plan);
+    return rc;
+}
+
+int tk_pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
+{
+    int rc = tk__not_running("tk_pipeline_run", p);
+    if (rc || !p)
+        return rc ? rc : tk__fail(TK_EINVAL, "tk_pipeline_run: pipeline is NULL");
+    p->running = true;
+    tk__kernel_hold(p->k, 1);
+    rc = tk__pipeline_run(p, inputs, output);
+    tk__kernel_hold(p->k, -1);
+    p->running = false;
+    return rc;
+}
+
+int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
+                         int n_outputs, tk_matrix *const *outputs)
+{
+    int rc = tk__not_running("tk_pipeline_run_call", p);
+    if (rc || !p)
+        return rc ? rc : tk__fail(TK_EINVAL, "tk_pipeline_run_call: pipeline is NULL");
+    p->running = true;
+    rc = tk__pipeline_run_call(p, n_inputs, inputs, n_outputs, outputs);
+    p->running = false;
     return rc;
 }
 

@@ -869,7 +869,8 @@ Test(audit_report, writes_three_formats_and_refuses_bad_paths)
 
 struct reentry {
     tk_audit *self, *other;
-    int add, run, perm, other_run;
+    tk_kernel *contract;
+    int add, run, perm, other_run, set;
 };
 
 /* The candidate both kinds share: the host kernel with (8, 128) blocks. */
@@ -899,6 +900,7 @@ static int reentrant(void *user, const tk_matrix *const *in, tk_matrix *out)
     r->add = tk_audit_add_case(r->self, TK_DTYPE_F32, 2, 2, orig);
     r->run = tk_audit_run(r->self);
     r->perm = tk_audit_check_permutation(r->self, 0, order);
+    r->set = tk_kernel_set(r->contract, TK_KERNEL_THREADS, 2);
     if (r->other)
         r->other_run = tk_audit_run(r->other);
     return plain(NULL, in, out);
@@ -918,6 +920,7 @@ Test(audit, a_candidate_cannot_change_or_rerun_its_own_audit)
     tkt_expect_status(tk_audit_set_candidate(other, plain, NULL), TK_OK);
     tkt_expect_status(tk_audit_add_case(other, TK_DTYPE_BF16, 16, 130, orig), TK_OK);
     r.other = other;
+    r.contract = k;
     tkt_expect_status(tk_audit_set_candidate(r.self, reentrant, &r), TK_OK);
     for (int c = 0; c < 3; c++)
         tkt_expect_status(tk_audit_add_case(r.self, TK_DTYPE_BF16, 16, 130, orig), TK_OK);
@@ -925,6 +928,7 @@ Test(audit, a_candidate_cannot_change_or_rerun_its_own_audit)
     cr_assert_eq(r.add, TK_ESTATE);
     cr_assert_eq(r.run, TK_ESTATE);
     cr_assert_eq(r.perm, TK_ESTATE);
+    cr_assert_eq(r.set, TK_ESTATE, "the contract kernel cannot change mid-audit");
     cr_assert_eq(r.other_run, TK_OK, "a different audit may run inside a candidate");
     cr_assert_eq(tk_audit_case_count(r.self), 3);
     double passed;

@@ -176,6 +176,15 @@ Test(bound, nan_and_inf_are_judged_not_skipped)
     tk_kernel_destroy(k);
 }
 
+static int never_called(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    (void)in;
+    (void)out;
+    cr_assert_fail("the candidate ran");
+    return 0;
+}
+
 Test(bound, sums_too_deep_for_a_bound_are_refused)
 {
     tk_kernel *k;
@@ -200,6 +209,36 @@ Test(bound, sums_too_deep_for_a_bound_are_refused)
                                                   (int64_t)1 << 40, 4, (int64_t)1 << 40,
                                                   orig), TK_ESHAPE);
     cr_assert_eq(tk_audit_case_count(a), 1);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+
+    /* A contract changed after its cases were added is checked again by
+     * the run: float32 inputs, or 4096 terms, were fine for float32
+     * accumulation, not for bfloat16. */
+    static float wide[4096];
+    const float *w[1] = {wide};
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, never_called, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_BF16, 1, 4, 1, w),
+                 TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 1, 4, 1, w),
+                 TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_ACCUM, TK_DTYPE_BF16), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "tk_audit_run: case 1: the contract now "
+                     "accumulates in bfloat16, which cannot hold every float32 input"), "%s",
+              tk_last_error_message());
+    tk_audit_destroy(a);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_ACCUM, TK_DTYPE_F32), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, never_called, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_BF16, 1, 4096, 1, w),
+                 TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_ACCUM, TK_DTYPE_BF16), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "tk_audit_run: case 0: k = 4096 is too deep"),
+              "%s", tk_last_error_message());
     tk_audit_destroy(a);
     tk_kernel_destroy(k);
     cr_assert_eq(tk_kernel_matmul(&k), TK_OK);

@@ -923,3 +923,77 @@ Test(call, a_new_setting_retires_the_statistics)
     free(x);
     free(y);
 }
+
+/* ---- re-entry ------------------------------------------------------------------ */
+
+struct call_reentry {
+    tk_call *self;
+    tk_matrix *in, *out;
+    int add, run, set, set_map, dim, pad, in_map;
+};
+
+static int call_reentrant(void *user, tk_block *const *b, int n)
+{
+    struct call_reentry *r = user;
+    r->add = tk_call_add_input(r->self, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    r->run = tk_call_run(r->self, 1, (const tk_matrix *const *)&r->in, 1, &r->out);
+    r->set = tk_call_set(r->self, TK_CALL_UNDO, 0);
+    r->dim = tk_call_set_dimension(r->self, 0, TK_DIM_PARALLEL);
+    r->pad = tk_call_set_pad_value(r->self, 1.0f);
+    return copy_body(NULL, b, n);
+}
+
+static int reentrant_map(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    struct call_reentry *r = user;
+    (void)rank;
+    r->in_map = tk_call_set(r->self, TK_CALL_PAD, TK_PAD_NAN);
+    *br = g[0];
+    *bc = g[1];
+    return 0;
+}
+
+/* A body or an index map that tries to change or rerun its own call is
+ * refused (a new operand would be read past the run's arrays); the run
+ * goes on, and the call can be changed once it is over. */
+Test(call, a_body_or_map_cannot_change_or_rerun_its_own_call)
+{
+    float *x = ints(16, 3);
+    struct call_reentry r = {0};
+    r.in = from(TK_DTYPE_F32, 4, 4, x);
+    r.out = blank(TK_DTYPE_F32, 4, 4);
+    int64_t grid[2] = {2, 2};
+    tkt_expect_status(tk_call_create(&r.self, 2, grid, call_reentrant, &r), TK_OK);
+    tk_call_add_input(r.self, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    tk_call_add_output(r.self, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    tkt_expect_status(tk_call_set_map(r.self, TK_CALL_INPUT, 0, reentrant_map, &r), TK_OK);
+    tkt_expect_status(tk_call_run(r.self, 1, (const tk_matrix *const *)&r.in, 1, &r.out),
+                      TK_OK);
+    int got[] = {r.add, r.run, r.set, r.dim, r.pad, r.in_map};
+    for (size_t i = 0; i < sizeof got / sizeof *got; i++)
+        cr_assert_eq(got[i], TK_ESTATE, "call %zu from inside the run", i);
+    cr_assert_eq(tk_matrix_rows(r.out), 4);
+    for (int64_t i = 0; i < 16; i++)
+        cr_assert_eq(at(r.out, i / 4, i % 4), x[i]);
+    int64_t v;
+    tkt_expect_status(tk_call_get(r.self, TK_CALL_INPUTS, &v), TK_OK);
+    cr_assert_eq(v, 1);
+    tkt_expect_status(tk_call_set(r.self, TK_CALL_UNDO, 0), TK_OK);  /* after the run */
+    tk_call_destroy(r.self);
+    tk_matrix_destroy(r.in);
+    tk_matrix_destroy(r.out);
+    free(x);
+}
+
+/* A call output whose byte size overflows is refused when it is added. */
+Test(call, an_output_too_large_to_address_is_refused)
+{
+    int64_t grid[2] = {1, 1};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tkt_expect_status(tk_call_add_output(c, TK_DTYPE_F32, INT64_C(1) << 40, INT64_C(1) << 40,
+                                         8, 128, NULL), TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "tk_call_add_output: 1099511627776x"
+                     "1099511627776 float32"), "%s", tk_last_error_message());
+    tk_call_destroy(c);
+}

@@ -1266,3 +1266,53 @@ ParameterizedTest(struct bits_case *p, kernel, random_bit_patterns)
     tk_matrix_destroy(y);
     tk_matrix_destroy(out);
 }
+
+/* ---- re-entry ------------------------------------------------------------------ */
+
+struct kernel_reentry {
+    tk_kernel *self;
+    tk_tiling *t;
+    tk_matrix *x, *y, *out;
+    int set, run, set_after;
+};
+
+/* A body that tries to change its own kernel (refused: the run reads its
+ * settings throughout) and runs it on other matrices (allowed). */
+static int kernel_reentrant(void *user, int64_t rows, int64_t cols, int64_t ld,
+                            const float *const *in, float *out)
+{
+    struct kernel_reentry *r = user;
+    if (r->run == 1) {  /* the outer run's first call only */
+        r->set = tk_kernel_set(r->self, TK_KERNEL_THREADS, 2);
+        r->run = 0;
+        const tk_matrix *inner[2] = {r->x, r->y};
+        r->run = tk_kernel_run(r->self, r->t, inner, r->out);
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            out[i * ld + j] = in[0][i * ld + j] + in[1][i * ld + j];
+    return 0;
+}
+
+Test(kernel, a_body_cannot_change_its_own_kernel_but_may_run_it)
+{
+    struct kernel_reentry r = {.run = 1};
+    tkt_expect_status(tk_kernel_custom(&r.self, 2, kernel_reentrant, &r), TK_OK);
+    tkt_expect_status(tk_tiling_create(&r.t, 9, 130, 8, 128), TK_OK);
+    r.x = make(TK_DTYPE_F32, 9, 130, 130, 1);
+    r.y = make(TK_DTYPE_F32, 9, 130, 130, 2);
+    r.out = make(TK_DTYPE_F32, 9, 130, 130, 3);
+    tk_matrix *out = make(TK_DTYPE_F32, 9, 130, 130, 4);
+    const tk_matrix *in[2] = {r.x, r.y};
+    tkt_expect_status(tk_kernel_run(r.self, r.t, in, out), TK_OK);
+    cr_assert_eq(r.set, TK_ESTATE);
+    cr_assert_eq(r.run, TK_OK, "a body may run its own kernel");
+    cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(r.out), 9 * 130 * sizeof(float)));
+    tkt_expect_status(tk_kernel_set(r.self, TK_KERNEL_THREADS, 2), TK_OK);  /* after the run */
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(r.x);
+    tk_matrix_destroy(r.y);
+    tk_matrix_destroy(r.out);
+    tk_tiling_destroy(r.t);
+    tk_kernel_destroy(r.self);
+}

@@ -617,3 +617,50 @@ Test(pipeline, a_new_setting_retires_the_statistics)
     tkt_expect_status(tk_pipeline_stat(g.p, TK_STAT_STEPS, &v), TK_ESTATE);
     rig_close(&g);
 }
+
+/* ---- re-entry ------------------------------------------------------------------ */
+
+struct pipe_reentry {
+    tk_pipeline *self;
+    tk_kernel *k;
+    const tk_matrix *const *in;
+    tk_matrix *out;
+    int run, set, buffers, kernel_set, calls;
+};
+
+static int pipe_reentrant(void *user, int64_t rows, int64_t cols, int64_t ld,
+                          const float *const *in, float *out)
+{
+    struct pipe_reentry *r = user;
+    if (r->calls++ == 0) {
+        r->run = tk_pipeline_run(r->self, r->in, r->out);
+        r->set = tk_pipeline_set(r->self, TK_PIPE_INPUT_BUFFERS, 3);
+        r->buffers = tk_pipeline_set_buffers(r->self, TK_CALL_INPUT, 0, 3);
+        r->kernel_set = tk_kernel_set(r->k, TK_KERNEL_UNDO, 0);
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            out[i * ld + j] = 2.0f * in[0][i * ld + j] + in[1][i * ld + j];
+    return 0;
+}
+
+/* A body that reruns or changes the pipeline running it, or its kernel, is
+ * refused (a rerun would free the schedule and slots in use). */
+Test(pipeline, a_body_cannot_rerun_or_change_its_own_pipeline)
+{
+    struct rig g;
+    rig_open(&g, "TPU v5 lite", TK_DTYPE_F32, 16, 256, 8, 128);
+    struct pipe_reentry r = {.in = g.in, .out = g.out};
+    tkt_expect_status(tk_kernel_custom(&r.k, 2, pipe_reentrant, &r), TK_OK);
+    tkt_expect_status(tk_pipeline_create(&r.self, r.k, g.t, g.d), TK_OK);
+    tkt_expect_status(tk_pipeline_run(r.self, g.in, g.out), TK_OK);
+    cr_assert_eq(r.run, TK_ESTATE);
+    cr_assert_eq(r.set, TK_ESTATE);
+    cr_assert_eq(r.buffers, TK_ESTATE);
+    cr_assert_eq(r.kernel_set, TK_ESTATE, "the pipeline holds its kernel");
+    expect_result(&g, "the run went on");
+    tkt_expect_status(tk_pipeline_set(r.self, TK_PIPE_INPUT_BUFFERS, 3), TK_OK);
+    tk_pipeline_destroy(r.self);
+    tk_kernel_destroy(r.k);
+    rig_close(&g);
+}
