@@ -22,7 +22,6 @@
 /* Record a message for tk_last_error_message() and return status, so that
  * error paths read `return tk__fail(TK_ESHAPE, "... %lld", ...);`. */
 int tk__fail(int status, const char *fmt, ...) TK_PRINTF(2, 3);
-void tk__clear_error(void);
 
 /* Whose parameter a TK_* parameter is: the owner column of param.c's table. */
 enum { TK__TILING, TK__KERNEL, TK__DEVICE, TK__PIPELINE, TK__BENCH, TK__COMPARE, TK__CALL };

@@ -41,7 +41,6 @@ const char *tk_status_name(int status)
 
 const char *tk_last_error_message(void) { return tk__message; }
 
-void tk__clear_error(void) { tk__message[0] = '\0'; }
 
 int tk__fail(int status, const char *fmt, ...)
 {
