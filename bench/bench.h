@@ -76,5 +76,7 @@ void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
                       uint16_t *restrict out, size_t n, float alpha);
 int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                     const float *const *in, float *out);
+void bench_matmul_f32(const float *restrict a, const float *restrict b, float *restrict c,
+                      int64_t n);
 
 #endif

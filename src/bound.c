@@ -210,6 +210,52 @@ static void tk__sums_in(const tk__pass *p, int d, float *out)
         }
 }
 
+/* One thread's rows of a pass: tk__sums (narrow 0) or tk__sums_in. */
+typedef struct {
+    tk__pass p;
+    bool round;
+    int narrow;
+    double *s;
+    float *A, *o;
+} tk__rows;
+
+static void *tk__rows_run(void *arg)
+{
+    tk__rows *r = arg;
+    if (r->narrow)
+        tk__sums_in(&r->p, r->narrow, r->A);
+    else
+        tk__sums(&r->p, r->round, r->s, r->A, r->o);
+    return NULL;
+}
+
+/* Rows a thread of a pass takes at the least. */
+#define TK__ROWS_MIN 16
+
+/* A pass (tk__sums, or tk__sums_in into A when narrow is a dtype) on the
+ * contract kernel's threads (TK_KERNEL_THREADS), each on consecutive whole
+ * rows: every element's sum is the same however the rows are split. */
+static void tk__pass_on(const tk_kernel *kc, const tk__pass *p, bool round, int narrow,
+                        double *s, float *A, float *o)
+{
+    int64_t n = tk__kernel_threads(kc);
+    n = n < p->m / TK__ROWS_MIN ? n : p->m / TK__ROWS_MIN;
+    tk__rows one, *r = n > 1 ? malloc((size_t)n * sizeof *r) : NULL;
+    if (!r)
+        r = &one, n = 1;
+    for (int64_t t = 0; t < n; t++) {
+        int64_t r0 = p->m * t / n, r1 = p->m * (t + 1) / n;
+        r[t] = (tk__rows){*p, round, narrow, s ? s + r0 * p->n : NULL, A + r0 * p->n,
+                          o ? o + r0 * p->n : NULL};
+        r[t].p.m = r1 - r0;
+        r[t].p.x = p->x + r0 * p->k;
+        r[t].p.dx = p->dx ? p->dx + r0 * p->k : NULL;
+    }
+    tk__fan_out(r, sizeof *r, n, tk__rows_run);
+    if (r != &one)
+        free(r);
+}
+
 /* Root mean square of c - s, at least the smallest normal double. */
 static double tk__rms(const float *c, const double *s, int64_t count)
 {
@@ -233,7 +279,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             return TK_SCHEDULE_NO_INIT;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
-        tk__sums(&p, true, s2, A2, NULL);
+        tk__pass_on(kc, &p, true, 0, s2, A2, NULL);
         /* One more rounding per term than the contract has. */
         tk__acc r = f32;
         r.rounded_products = true;
@@ -254,7 +300,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             continue;
         tried[n_tried++] = end;
         p.k_end = end;
-        tk__sums(&p, false, s2, A2, NULL);
+        tk__pass_on(kc, &p, false, 0, s2, A2, NULL);
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
@@ -263,7 +309,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
      * order, errs by the candidate's amount (root mean square, compared on
      * a log scale) is named. */
     p.k_end = c->depth;
-    tk__sums(&p, false, s2, A2, NULL);
+    tk__pass_on(kc, &p, false, 0, s2, A2, NULL);
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
     double e_cand = tk__rms(cand, s, count), best = INFINITY;
@@ -275,7 +321,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
         r.probabilistic = true;
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        tk__sums_in(&p, narrow[i], sim);
+        tk__pass_on(kc, &p, false, narrow[i], NULL, sim, NULL);
         double d = fabs(log(e_cand / tk__rms(sim, s, count)));
         if (d < best) {
             best = d;
@@ -373,7 +419,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
          * is the oracle itself, and the gap has no input part. */
         bool exact = c->dtype == TK_DTYPE_F32;
         tk__pass p = {m, k, n, px, py, dx, dy, mm ? c->orig + mk : NULL, c->dtype, k};
-        tk__sums(&p, false, s, A, exact ? NULL : o);
+        tk__pass_on(kc, &p, false, 0, s, A, exact ? NULL : o);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         for (int64_t e = 0; e < count; e++) {
             want[e] = tk__round_to(c->out_dtype, (float)s[e]);

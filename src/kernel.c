@@ -178,8 +178,8 @@ int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
 
 int tk__kernel_threads(const tk_kernel *k)
 {
-    if (!k->is_axpy && !k->thread_safe)
-        return 1;
+    if (!k->is_axpy && !k->reduce && !k->thread_safe)
+        return 1;   /* a custom body not declared thread-safe */
     if (k->threads)
         return k->threads;
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -318,3 +318,55 @@ Test(bound, refusals_name_what_they_refuse)
     tk_kernel_destroy(rs);
     tk_kernel_destroy(ax);
 }
+
+/* A report's bytes, read back whole (malloc'd). */
+static char *report_of(const tk_audit *a)
+{
+    char path[] = "/tmp/tk_bound_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
+    FILE *f = fopen(path, "rb");
+    char *text = calloc(1 << 20, 1);
+    fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    unlink(path);
+    return text;
+}
+
+/* The oracle's and the diagnosis's passes on the contract kernel's threads
+ * give one thread's figures and verdicts: the JSON report is the same
+ * bytes, for a correct candidate and for each wrong one. */
+Test(bound, threads_give_the_same_report)
+{
+    enum { BM = 53 };  /* three threads of whole rows, the last one longer */
+    static float x[BM * K], y[K * N];
+    tkt_fill(x, BM * K, 5);
+    tkt_fill(y, K * N, 6);
+    const float *orig[2] = {x, y};
+    struct how hows[] = {{128, false, false}, {128, true, false}, {1, false, true}};
+    for (size_t h = 0; h < sizeof hows / sizeof *hows; h++) {
+        char *text[2];
+        for (int th = 0; th < 2; th++) {
+            tk_kernel *k;
+            tk_audit *a;
+            cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+            cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, th ? 3 : 1), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+            cr_assert_eq(tk_audit_set_candidate(a, matmul, &hows[h]), TK_OK);
+            for (int d = 0; d < 2; d++)
+                cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
+                                                         TK_DTYPE_F32, BM, K, N, orig),
+                             TK_OK);
+            int rc = tk_audit_run(a);
+            cr_assert(rc == (h ? TK_EMISMATCH : TK_OK), "%s", tk_last_error_message());
+            text[th] = report_of(a);
+            tk_audit_destroy(a);
+            tk_kernel_destroy(k);
+        }
+        cr_assert_str_eq(text[0], text[1], "candidate %zu", h);
+        free(text[0]);
+        free(text[1]);
+    }
+}
