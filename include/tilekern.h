@@ -45,7 +45,8 @@ extern "C" {
 
 /* Every status once: X(name, value, what tk_strerror says).  Values are
  * pinned forever; new statuses go at the end with the next negative value.
- * tk_strerror and tk_status_name read this list, and a caller can too. */
+ * tk_strerror and tk_status_name read this list, and a caller can too; the
+ * library's build checks that each constant below has its value here. */
 #define TK_STATUS_LIST(X)                                             \
     X(TK_OK, 0, "success")                                            \
     X(TK_EINVAL, -1, "invalid argument")                              \
@@ -64,11 +65,23 @@ extern "C" {
     X(TK_ESTATE, -14, "call not valid in the current state")          \
     X(TK_ECALLBACK, -15, "a user callback failed")
 
-enum {
-#define TK__STATUS_ENUM(name, value, text) name = value,
-    TK_STATUS_LIST(TK__STATUS_ENUM)
-#undef TK__STATUS_ENUM
-};
+/* Plain int constants, for #if and for C++ overloads alike. */
+#define TK_OK 0
+#define TK_EINVAL -1
+#define TK_ENOMEM -2
+#define TK_EOVERFLOW -3
+#define TK_ESHAPE -4
+#define TK_EDTYPE -5
+#define TK_ELAYOUT -6
+#define TK_ERANGE -7
+#define TK_ECAPACITY -8
+#define TK_ERACE -9
+#define TK_ENOTARGET -10
+#define TK_EMISMATCH -11
+#define TK_EIO -12
+#define TK_EFORMAT -13
+#define TK_ESTATE -14
+#define TK_ECALLBACK -15
 
 TK_API unsigned tk_version_number(void);
 TK_API const char *tk_version_string(void);

@@ -598,6 +598,8 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
         if (rc) {
             if (run->undo)
                 tk__undo(c, outputs, run);
+            else
+                tk__stream_fence();  /* the blocks written back are in memory */
             char gt[96];
             tk__grid_text(c, g, gt, sizeof gt);
             return tk__fail(TK_ECALLBACK, "tk_call_run: the body returned %d at step %lld, "

@@ -8,6 +8,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* d.ddd x 10^x as a long double, for p digits d. */
+static long double tk__value(const char *d, int p, int x)
+{
+    char s[48];
+    snprintf(s, sizeof s, "%c.%.*se%d", d[0], p - 1, d + 1, x);
+    return strtold(s, NULL);
+}
+
+/* |v| to p significant digits, rounded to nearest (step 0) or one unit in
+ * the last place up or down from that (step 1 or -1), into d with its
+ * decimal exponent in x.  True when they read back to |v|. */
+static bool tk__digits(double v, int p, int step, char *d, int *x)
+{
+    char e[40];
+    snprintf(e, sizeof e, "%.*e", p - 1, fabs(v));
+    int n = 0;
+    const char *s = e;
+    for (; *s != 'e'; s++)
+        if (*s != '.')
+            d[n++] = *s;
+    *x = atoi(s + 1);
+    int i = p - 1;
+    if (step > 0) {
+        while (i >= 0 && d[i] == '9')
+            d[i--] = '0';
+        if (i < 0) {  /* 99..9 + 1: 10..0, one place up */
+            d[0] = '1';
+            ++*x;
+        } else {
+            d[i]++;
+        }
+    } else if (step < 0) {
+        while (i >= 0 && d[i] == '0')
+            d[i--] = '9';
+        if (i < 0)
+            return false;
+        if (--d[i] == '0' && i == 0) {  /* below 10..0: 99..9, one place down */
+            memmove(d, d + 1, (size_t)p - 1);
+            d[p - 1] = '9';
+            --*x;
+        }
+    }
+    char back[48];
+    snprintf(back, sizeof back, "%c.%.*se%d", d[0], p - 1, d + 1, *x);
+    return strtod(back, NULL) == fabs(v);
+}
+
 void tk__repr(double v, char *buf)
 {
     if (isnan(v)) {
@@ -18,21 +65,32 @@ void tk__repr(double v, char *buf)
         strcpy(buf, isinf(v) ? (v < 0 ? "-inf" : "inf") : signbit(v) ? "-0.0" : "0.0");
         return;
     }
-    /* The fewest significant digits that read back exactly. */
-    char e[40], digits[20];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, v);
-        if (strtod(e, NULL) == v)
-            break;
+    /* The fewest significant digits that read back exactly: the nearest
+     * p digits, or else the p digits one unit either side, which can read
+     * back where the nearest do not (at a power of two the gap below is
+     * half the gap above); of two that do, the nearer, as Python picks. */
+    char digits[20];
+    int nd = 0, x = 0;
+    for (int p = 1; p <= 17 && !nd; p++) {  /* 17 digits always read back */
+        if (tk__digits(v, p, 0, digits, &x)) {
+            nd = p;
+            continue;
+        }
+        char up[20], down[20];
+        int xu, xd;
+        bool u = tk__digits(v, p, 1, up, &xu), d = tk__digits(v, p, -1, down, &xd);
+        if (u && d)   /* the nearer of the two */
+            u = fabsl(tk__value(up, p, xu) - fabsl((long double)v)) <
+                fabsl(tk__value(down, p, xd) - fabsl((long double)v));
+        if (u || d) {
+            memcpy(digits, u ? up : down, (size_t)p);
+            x = u ? xu : xd;
+            nd = p;
+        }
     }
-    const char *s = e + (v < 0);
-    int nd = 0;
-    for (; *s != 'e'; s++)
-        if (*s != '.')
-            digits[nd++] = *s;
     while (nd > 1 && digits[nd - 1] == '0')
         nd--;
-    int x = atoi(s + 1);  /* v = d.ddd x 10^x */
+    /* v = d.ddd x 10^x */
     char *o = buf;
     if (v < 0)
         *o++ = '-';

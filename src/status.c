@@ -15,7 +15,7 @@ const char *tk_version_string(void)
         TK_VERSION_PATCH);
 }
 
-/* Indexed by -status: the list runs 0, -1, -2, ... without a gap. */
+/* Indexed by -status. */
 static const struct {
     const char *name, *text;
 } tk__statuses[] = {
@@ -23,6 +23,21 @@ static const struct {
     TK_STATUS_LIST(TK__STATUS_ENTRY)
 #undef TK__STATUS_ENTRY
 };
+
+/* Each constant has its list value, and the list runs 0, -1, -2, ...
+ * without a gap (so no entry above is left NULL). */
+enum { TK__STATUSES = 0
+#define TK__STATUS_COUNT(name, value, text) +1
+    TK_STATUS_LIST(TK__STATUS_COUNT)
+#undef TK__STATUS_COUNT
+};
+#define TK__STATUS_CHECK(name, value, text)                                         \
+    _Static_assert(name == (value) && -(value) < TK__STATUSES, #name " disagrees with " \
+                   "TK_STATUS_LIST");
+TK_STATUS_LIST(TK__STATUS_CHECK)
+#undef TK__STATUS_CHECK
+_Static_assert(sizeof tk__statuses / sizeof *tk__statuses == TK__STATUSES,
+               "TK_STATUS_LIST has a gap");
 
 static bool tk__status_known(int status)
 {

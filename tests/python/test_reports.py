@@ -168,8 +168,14 @@ class NumberPrinter(unittest.TestCase):
         edges = [0.0, -0.0, 1.0, 0.1, 1e-4, 9.999999999999999e-05, 1e16, 9999999999999998.0,
                  5e-324, 1.7976931348623157e308, float("inf"), -float("inf"), float("nan"),
                  -2.5, 123456789.0, 1e22]
+        # Powers of two and their neighbours: there the gap below is half the
+        # gap above, and the nearest p digits may not read back where the
+        # next ones do (2**-24 is 5.960464477539063e-08).
+        twos = [np.nextafter(np.ldexp(1.0, e), to) for e in range(-1074, 1024)
+                for to in (0.0, np.inf)] + [np.ldexp(1.0, e) for e in range(-1074, 1024)]
+        tens = [float(f"{i}e{k}") for i in range(1, 100) for k in range(-30, 30)]
         buf = ctypes.create_string_buffer(32)
-        for v in [*doubles, *floats, *edges]:
+        for v in [*doubles, *floats, *edges, *twos, *tens]:
             tk.lib.tk_format_number(float(v), buf, 32)
             self.assertEqual(buf.value.decode(), repr(float(v)), float(v).hex())
 
