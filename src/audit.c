@@ -749,6 +749,7 @@ static int tk__audit_run(tk_audit *a)
     }
     tk__invalidate(a);
     a->res = res;
+    a->ran_as = *a->k;
     if (!failed)
         return TK_OK;
     const tk__case *c = &a->cases[first];

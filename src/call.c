@@ -55,7 +55,6 @@ int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn
     c->user = user;
     c->pad = TK_PAD_ZERO;
     c->undo = true;
-    atomic_flag_clear(&c->work_busy);
     *out = c;
     return TK_OK;
 }
@@ -398,7 +397,6 @@ typedef struct tk__run {
     size_t undo_len;
     struct { int out; int64_t b[2]; } *wrote;  /* the write-backs, in order */
     int64_t n_wrote;
-    bool cached;             /* undo is the call's kept buffer */
     bool stream;             /* outputs are large: write-backs stream past the cache */
     bool direct[TK_CALL_MAX_OPERANDS];  /* f32 inputs read in place */
 } tk__run;
@@ -440,10 +438,6 @@ static void tk__fill(float *restrict dst, int64_t n, float v)
     for (int64_t e = 0; e < n; e++)
         dst[e] = v;
 }
-
-/* Input bytes a run of steps reads ahead in memory order (as the kernel's
- * executor does): half the L2 of the development machine. */
-#define TK__TOUCH (512 * 1024)
 
 /* From step st on, the steps whose input blocks lie side by side along
  * their block rows (each input's block column one more per step, the
@@ -623,15 +617,11 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
     return TK_OK;
 }
 
-static void tk__run_free(tk_call *c, tk__run *run, int n)
+static void tk__run_free(tk__run *run, int n)
 {
     for (int o = 0; o < n; o++)
         free(run->blocks[o]);
-    if (run->cached)
-        atomic_flag_clear_explicit(&c->work_busy, memory_order_release);
-    else
-        free(run->undo);
-    free(run->wrote);
+    free(run->wrote);  /* undo is the call's own buffer */
 }
 
 static int tk__run_alloc(tk_call *c, int n, tk__run *run)
@@ -642,7 +632,7 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run)
         const tk__spec *s = tk__op(c, o, &kind, &index);
         run->blocks[o] = malloc((size_t)(s->block_rows * s->block_cols) * sizeof(float));
         if (!run->blocks[o]) {
-            tk__run_free(c, run, o);
+            tk__run_free(run, o);
             return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for the block of %s %d",
                             tk__kind_name(kind), index);
         }
@@ -654,19 +644,18 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run)
     size_t wrote;
     int rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
     if (rc) {
-        tk__run_free(c, run, n);
+        tk__run_free(run, n);
         return rc;
     }
-    run->cached = !atomic_flag_test_and_set_explicit(&c->work_busy, memory_order_acquire);
-    if (run->cached && c->work_bytes < undo) {
+    if (c->work_bytes < undo) {  /* one run at a time: re-entry is refused */
         free(c->work);
         c->work = malloc(undo);
         c->work_bytes = c->work ? undo : 0;
     }
-    run->undo = run->cached ? c->work : malloc(undo ? undo : 1);
+    run->undo = c->work;
     run->wrote = malloc(wrote ? wrote : 1);
     if (!run->undo || !run->wrote) {
-        tk__run_free(c, run, n);
+        tk__run_free(run, n);
         return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for %zu bytes of saved "
                         "output", undo);
     }
@@ -733,7 +722,7 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
         c->running = true;  /* the body runs */
         rc = tk__execute(c, p, inputs, outputs, fill, &run);
         c->running = false;
-        tk__run_free(c, &run, p->n);
+        tk__run_free(&run, p->n);
     }
     return rc;
 }

@@ -15,10 +15,6 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* Bytes of a panel of tiles (all operands) that a blockwise run reads
- * ahead in memory order: half the L2 of the development machine. */
-#define TK__TOUCH (512 * 1024)
-
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
 

@@ -250,6 +250,10 @@ void tk__stream_copy(void *dst, const void *src, size_t bytes);
  * bypassing the cache: a quarter of the development machine's L3, so the
  * output would mostly be out of cache when the run ends anyway. */
 #define TK__STREAM ((size_t)8 << 20)
+/* Bytes of input blocks (all operands) that a blockwise kernel run or a
+ * call reads ahead in memory order: half the L2 of the development
+ * machine. */
+#define TK__TOUCH (512 * 1024)
 void tk__stream_fence(void);
 
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
@@ -406,8 +410,7 @@ struct tk_call {
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
     /* The saved-output buffer, kept across runs (fresh pages would fault on
-     * each); work_busy hands it to one run at a time, others allocate. */
-    atomic_flag work_busy;
+     * each); a call runs one run at a time, so no run needs another. */
     void *work;
     size_t work_bytes;
 };
@@ -590,6 +593,8 @@ struct tk_audit {
     tk__case *cases;
     int64_t n_cases, cap;
     tk__case_result *res; /* n_cases entries after a complete run, else NULL */
+    tk_kernel ran_as;     /* the contract's settings res was taken under: the
+                             reports describe these, whatever it holds now */
     void *work;           /* stored inputs, output and oracle of the largest */
     size_t work_bytes;    /* case so far, kept: fresh pages fault on each run */
     bool running;         /* the candidate is running: no changes, no re-entry */

@@ -139,7 +139,7 @@ int tk_kernel_set(tk_kernel *k, int param, int64_t value)
                                    tk__kernel_store, -1};
     if (k && atomic_load_explicit(&((struct tk__kernel_box *)k)->users, memory_order_acquire))
         return tk__fail(TK_ESTATE, "tk_kernel_set: the kernel is running (this call came "
-                        "from one of its callbacks, or another thread runs it); a running "
+                        "from a callback of the run, or another thread runs it); a running "
                         "kernel cannot be changed");
     return tk__param_set(&s, k, param, value);
 }

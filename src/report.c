@@ -63,21 +63,21 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
     static const char *const arith[4] = {
         "", ", multiply-add fused", ", subnormals flushed",
         ", multiply-add fused, subnormals flushed (XLA)"};
-    int f = a->k->axpy.arith;
-    if (a->k->reduce)
+    int f = a->ran_as.axpy.arith;
+    if (a->ran_as.reduce)
         tk__sb_add(b, "%s, out = cast(%s) accumulated in %s in any order; passes within a "
-                   "rigorous error bound", a->k->reduce == TK__REDUCE_MATMUL ? "matmul" :
-                   "row sum", a->k->reduce == TK__REDUCE_MATMUL ? "sum_k x[i,k] * y[k,j]" :
-                   "sum_k x[i,k]", tk_dtype_name(a->k->accum));
-    else if (a->k->is_axpy && f & TK_ARITH_FMA)
-        tk__sb_add(b, "axpy, out = cast(f32(%s * x + y))%s", tk__n(a->k->axpy.alpha).s,
+                   "rigorous error bound", a->ran_as.reduce == TK__REDUCE_MATMUL ? "matmul" :
+                   "row sum", a->ran_as.reduce == TK__REDUCE_MATMUL ? "sum_k x[i,k] * y[k,j]" :
+                   "sum_k x[i,k]", tk_dtype_name(a->ran_as.accum));
+    else if (a->ran_as.is_axpy && f & TK_ARITH_FMA)
+        tk__sb_add(b, "axpy, out = cast(f32(%s * x + y))%s", tk__n(a->ran_as.axpy.alpha).s,
                    arith[f]);
-    else if (a->k->is_axpy)
-        tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))%s", tk__n(a->k->axpy.alpha).s,
+    else if (a->ran_as.is_axpy)
+        tk__sb_add(b, "axpy, out = cast(f32(f32(%s * x) + y))%s", tk__n(a->ran_as.axpy.alpha).s,
                    arith[f]);
     else
         tk__sb_add(b, "custom elementwise body, out = cast(body(%d inputs))",
-                   a->k->n_inputs);
+                   a->ran_as.n_inputs);
 }
 
 /* ---- text ------------------------------------------------------------------- */
@@ -101,7 +101,7 @@ static void tk__bound_text(tk__sb *b, const tk_audit *a, int64_t i)
         tk__sb_add(b, "correct: bit-identical to the oracle\n");
     else
         tk__sb_add(b, "WRONG: beyond the bound of %s accumulation; explained by %s\n",
-                   tk_dtype_name(a->k->accum), tk_audit_schedule_name(r->diagnosis));
+                   tk_dtype_name(a->ran_as.accum), tk_audit_schedule_name(r->diagnosis));
 }
 
 /* The cells of the text table that are not one metric. */
@@ -208,7 +208,7 @@ static void tk__text(const tk_audit *a, tk__sb *b)
     tk__sb_add(b, "libtilekern %s audit report (schema %s)\ncontract: ",
                tk_version_string(), TK__SCHEMA);
     tk__contract_text(a, b);
-    if (a->k->reduce)
+    if (a->ran_as.reduce)
         tk__sb_add(b, "\nimplementation check: candidate vs the represented-input oracle "
                    "(a float64 sum of the stored inputs), within a rigorous error bound "
                    "per element: gamma(k - 1 + p) sum|x y| + the oracle's own error + "
@@ -254,7 +254,7 @@ static void tk__text(const tk_audit *a, tk__sb *b)
     }
     tk__sb_add(b, "\nimplementation: %lld of %lld cases %s\nprecision gap: %lld of "
                "%lld cases within the gap tolerance (a property of the dtype, reported "
-               "separately)\n", (long long)passed, (long long)n, a->k->reduce ?
+               "separately)\n", (long long)passed, (long long)n, a->ran_as.reduce ?
                "within their error bound" : "match the represented-input oracle",
                (long long)within, (long long)n);
 }
@@ -279,22 +279,22 @@ static void tk__json(const tk_audit *a, tk__sb *b)
         failed += !tk__case_passed(&a->res[i]);
     tk__sb_add(b, "{\n  \"schema\": \"%s\",\n  \"library\": \"libtilekern %s\",\n"
                "  \"contract\": {\"kind\": \"%s\", \"inputs\": %d, ", TK__SCHEMA,
-               tk_version_string(), a->k->is_axpy ? "axpy" : a->k->reduce ==
-               TK__REDUCE_MATMUL ? "matmul" : a->k->reduce ? "row_sum" : "custom",
-               a->k->n_inputs);
+               tk_version_string(), a->ran_as.is_axpy ? "axpy" : a->ran_as.reduce ==
+               TK__REDUCE_MATMUL ? "matmul" : a->ran_as.reduce ? "row_sum" : "custom",
+               a->ran_as.n_inputs);
     static const char *const arith[4] = {"numpy", "fma", "ftz", "xla"};
-    if (a->k->is_axpy)
-        tk__sb_add(b, "\"alpha\": %s, \"arith\": \"%s\", ", tk__jn(a->k->axpy.alpha).s,
-                   arith[a->k->axpy.arith]);
-    if (a->k->reduce)
-        tk__sb_add(b, "\"accumulation\": \"%s\", ", tk_dtype_name(a->k->accum));
-    tk__sb_add(b, "\"body\": \"%s\", \"text\": \"", a->k->reduce ? "reduction" :
+    if (a->ran_as.is_axpy)
+        tk__sb_add(b, "\"alpha\": %s, \"arith\": \"%s\", ", tk__jn(a->ran_as.axpy.alpha).s,
+                   arith[a->ran_as.axpy.arith]);
+    if (a->ran_as.reduce)
+        tk__sb_add(b, "\"accumulation\": \"%s\", ", tk_dtype_name(a->ran_as.accum));
+    tk__sb_add(b, "\"body\": \"%s\", \"text\": \"", a->ran_as.reduce ? "reduction" :
                "elementwise");
     tk__contract_text(a, b);
     tk__sb_add(b, "\"},\n  \"implementation_reference\": \"represented-input oracle\",\n"
                "  \"gap_reference\": \"body on the original float32 data\",\n"
                "  \"implementation_tolerance\": %s,\n  \"implementation_passed\": %s,\n"
-               "  \"cases\": [\n", a->k->reduce ? "\"error bound\"" :
+               "  \"cases\": [\n", a->ran_as.reduce ? "\"error bound\"" :
                "{\"atol\": 0.0, \"rtol\": 0.0, \"max_ulp\": 0}", failed ? "false" : "true");
     for (int64_t i = 0; i < a->n_cases; i++) {
         const tk__case *c = &a->cases[i];

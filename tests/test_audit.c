@@ -279,7 +279,6 @@ Test(audit_seed, relative_gap_excludes_zero_references)
     tk_kernel_destroy(k);
 }
 
-/* Equal maxima: the first position in row-major order is the one reported. */
 /* The JSON report of one audit, read back whole (at most size - 1 bytes). */
 static void report_text(const tk_audit *a, char *text, size_t size)
 {
@@ -296,6 +295,7 @@ static void report_text(const tk_audit *a, char *text, size_t size)
     remove(path);
 }
 
+/* Equal maxima: the first position in row-major order is the one reported. */
 Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
 {
     float x[2 * 8], y[2 * 8];
@@ -943,5 +943,27 @@ Test(audit, a_candidate_cannot_change_or_rerun_its_own_audit)
     cr_assert_eq(r.run, TK_ESTATE, "inside the permutation check too");
     tk_audit_destroy(other);
     tk_audit_destroy(r.self);
+    tk_kernel_destroy(k);
+}
+
+/* The report describes the contract its results were taken under: the
+ * kernel changed after the run does not relabel them. */
+Test(audit, the_report_names_the_contract_of_the_run)
+{
+    tk_kernel *k;
+    tk_audit *a;
+    float x[8 * 128];
+    tkt_fill(x, 8 * 128, 31);
+    const float *orig[2] = {x, x};
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    tkt_expect_status(tk_audit_create(&a, k), TK_OK);
+    tkt_expect_status(tk_audit_set_candidate(a, plain, NULL), TK_OK);
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, 8, 128, orig), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_ARITH, TK_ARITH_XLA), TK_OK);
+    static char text[1 << 16];
+    report_text(a, text, sizeof text);
+    cr_assert(strstr(text, "\"arith\": \"numpy\""), "%s", text);
+    tk_audit_destroy(a);
     tk_kernel_destroy(k);
 }

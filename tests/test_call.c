@@ -929,19 +929,8 @@ Test(call, a_new_setting_retires_the_statistics)
 struct call_reentry {
     tk_call *self;
     tk_matrix *in, *out;
-    int add, run, set, set_map, dim, pad, in_map;
+    int add, run, set, set_map, dim, pad, check, in_map;
 };
-
-static int call_reentrant(void *user, tk_block *const *b, int n)
-{
-    struct call_reentry *r = user;
-    r->add = tk_call_add_input(r->self, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
-    r->run = tk_call_run(r->self, 1, (const tk_matrix *const *)&r->in, 1, &r->out);
-    r->set = tk_call_set(r->self, TK_CALL_UNDO, 0);
-    r->dim = tk_call_set_dimension(r->self, 0, TK_DIM_PARALLEL);
-    r->pad = tk_call_set_pad_value(r->self, 1.0f);
-    return copy_body(NULL, b, n);
-}
 
 static int reentrant_map(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
 {
@@ -951,6 +940,20 @@ static int reentrant_map(void *user, const int64_t *g, int rank, int64_t *br, in
     *br = g[0];
     *bc = g[1];
     return 0;
+}
+
+static int call_reentrant(void *user, tk_block *const *b, int n)
+{
+    struct call_reentry *r = user;
+    r->add = tk_call_add_input(r->self, TK_DTYPE_F32, 4, 4, 2, 2, NULL);
+    r->run = tk_call_run(r->self, 1, (const tk_matrix *const *)&r->in, 1, &r->out);
+    r->set = tk_call_set(r->self, TK_CALL_UNDO, 0);
+    r->dim = tk_call_set_dimension(r->self, 0, TK_DIM_PARALLEL);
+    r->pad = tk_call_set_pad_value(r->self, 1.0f);
+    r->set_map = tk_call_set_map(r->self, TK_CALL_INPUT, 0, reentrant_map, r);
+    int64_t changed;
+    r->check = tk_call_check_padding(r->self, 1, (const tk_matrix *const *)&r->in, &changed);
+    return copy_body(NULL, b, n);
 }
 
 /* A body or an index map that tries to change or rerun its own call is
@@ -969,7 +972,7 @@ Test(call, a_body_or_map_cannot_change_or_rerun_its_own_call)
     tkt_expect_status(tk_call_set_map(r.self, TK_CALL_INPUT, 0, reentrant_map, &r), TK_OK);
     tkt_expect_status(tk_call_run(r.self, 1, (const tk_matrix *const *)&r.in, 1, &r.out),
                       TK_OK);
-    int got[] = {r.add, r.run, r.set, r.dim, r.pad, r.in_map};
+    int got[] = {r.add, r.run, r.set, r.dim, r.pad, r.set_map, r.check, r.in_map};
     for (size_t i = 0; i < sizeof got / sizeof *got; i++)
         cr_assert_eq(got[i], TK_ESTATE, "call %zu from inside the run", i);
     cr_assert_eq(tk_matrix_rows(r.out), 4);

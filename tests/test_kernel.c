@@ -1273,7 +1273,7 @@ struct kernel_reentry {
     tk_kernel *self;
     tk_tiling *t;
     tk_matrix *x, *y, *out;
-    int set, run, set_after;
+    int set, run;
 };
 
 /* A body that tries to change its own kernel (refused: the run reads its
