@@ -279,22 +279,6 @@ Test(audit_seed, relative_gap_excludes_zero_references)
     tk_kernel_destroy(k);
 }
 
-/* The JSON report of one audit, read back whole (at most size - 1 bytes). */
-static void report_text(const tk_audit *a, char *text, size_t size)
-{
-    char path[] = "/tmp/tk_audit_report_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(text, 1, size - 1, f);
-    text[n] = 0;
-    fclose(f);
-    remove(path);
-}
-
 /* Equal maxima: the first position in row-major order is the one reported. */
 Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
 {
@@ -312,7 +296,7 @@ Test(audit_seed, gap_position_is_the_first_of_equal_maxima)
     cr_assert_eq(tk_audit_run(a), TK_OK);
     cr_assert_gt(res(a, 0, TK_AUDIT_GAP_MAX_ABS), 0.0);
     char text[4096];
-    report_text(a, text, sizeof text);
+    tkt_report_json(a, text, sizeof text);
     const char *gap = strstr(text, "\"gap\": {");
     cr_assert_not_null(gap, "%s", text);
     cr_assert(strstr(gap, "\"max_abs_at\": {\"row\": 0, \"col\": 0,") != NULL, "%s", gap);
@@ -347,7 +331,7 @@ Test(audit_seed, threads_give_the_same_report, .timeout = 60)
             cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, ROWS, COLS, orig), TK_OK);
             int rc = tk_audit_run(a);
             cr_assert(rc == TK_OK || rc == TK_EMISMATCH, "%s", tk_last_error_message());
-            report_text(a, threads == 1 ? one : many, sizeof one);
+            tkt_report_json(a, threads == 1 ? one : many, sizeof one);
             if (threads > 1)
                 cr_assert_str_eq(many, one, "candidate %d on %d threads", kind, threads);
             tk_audit_destroy(a);
@@ -962,7 +946,7 @@ Test(audit, the_report_names_the_contract_of_the_run)
     tkt_expect_status(tk_audit_run(a), TK_OK);
     tkt_expect_status(tk_kernel_set(k, TK_KERNEL_ARITH, TK_ARITH_XLA), TK_OK);
     static char text[1 << 16];
-    report_text(a, text, sizeof text);
+    tkt_report_json(a, text, sizeof text);
     cr_assert(strstr(text, "\"arith\": \"numpy\""), "%s", text);
     tk_audit_destroy(a);
     tk_kernel_destroy(k);

@@ -319,22 +319,6 @@ Test(bound, refusals_name_what_they_refuse)
     tk_kernel_destroy(ax);
 }
 
-/* A report's bytes, read back whole (malloc'd). */
-static char *report_of(const tk_audit *a)
-{
-    char path[] = "/tmp/tk_bound_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
-    FILE *f = fopen(path, "rb");
-    char *text = calloc(1 << 20, 1);
-    fread(text, 1, (1 << 20) - 1, f);
-    fclose(f);
-    unlink(path);
-    return text;
-}
-
 /* The oracle's and the diagnosis's passes on the contract kernel's threads
  * give one thread's figures and verdicts: the JSON report is the same
  * bytes, for a correct candidate and for each wrong one. */
@@ -347,7 +331,7 @@ Test(bound, threads_give_the_same_report)
     const float *orig[2] = {x, y};
     struct how hows[] = {{128, false, false}, {128, true, false}, {1, false, true}};
     for (size_t h = 0; h < sizeof hows / sizeof *hows; h++) {
-        char *text[2];
+        static char text[2][1 << 20];
         for (int th = 0; th < 2; th++) {
             tk_kernel *k;
             tk_audit *a;
@@ -361,12 +345,10 @@ Test(bound, threads_give_the_same_report)
                              TK_OK);
             int rc = tk_audit_run(a);
             cr_assert(rc == (h ? TK_EMISMATCH : TK_OK), "%s", tk_last_error_message());
-            text[th] = report_of(a);
+            tkt_report_json(a, text[th], sizeof text[th]);
             tk_audit_destroy(a);
             tk_kernel_destroy(k);
         }
         cr_assert_str_eq(text[0], text[1], "candidate %zu", h);
-        free(text[0]);
-        free(text[1]);
     }
 }

@@ -4,7 +4,10 @@
 
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <tilekern.h>
 
 /* Deterministic normal-ish data: splitmix64 mapped to [-4, 4). */
@@ -43,5 +46,21 @@ static inline float tkt_float(uint32_t u)
             cr_assert(tk_last_error_message()[0] != '\0',                      \
                       "%s set no error message", #call);                       \
     } while (0)
+
+/* The JSON report of one audit, read back whole (at most size - 1 bytes). */
+static inline void tkt_report_json(const tk_audit *a, char *text, size_t size)
+{
+    char path[] = "/tmp/tk_report_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_JSON), TK_OK);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(text, 1, size - 1, f);
+    text[n] = 0;
+    fclose(f);
+    remove(path);
+}
 
 #endif
