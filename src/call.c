@@ -433,7 +433,10 @@ static char *tk__out_row(const tk__spec *s, tk_matrix *m, const int64_t *b, int6
            (size_t)(b[1] * s->block_cols) * (size_t)tk_dtype_size(s->dtype);
 }
 
-static void tk__fill(float *restrict dst, int64_t n, float v)
+/* A resident output block starts as v everywhere; dispatched, since every
+ * block of a large grid is filled once (16-byte stores were a sixth of an
+ * elementwise call's time). */
+TK_DISPATCH(tk__fill, (float *restrict dst, int64_t n, float v), (dst, n, v))
 {
     for (int64_t e = 0; e < n; e++)
         dst[e] = v;
@@ -506,7 +509,12 @@ static void tk__write_back(const tk__spec *s, int j, tk_matrix *m, const int64_t
             tk__row_from_f32(s->dtype, src + r * s->block_cols, dst, vc);
             continue;
         }
-        /* A large output goes out by streaming stores, through a cast piece in cache. */
+        /* A large output goes out by streaming stores: f32 straight from the
+         * block, other dtypes through a cast piece in cache. */
+        if (s->dtype == TK_DTYPE_F32) {
+            tk__stream_copy(dst, src + r * s->block_cols, n);
+            continue;
+        }
         unsigned char piece[4096];
         int64_t per = (int64_t)(sizeof piece / (size_t)tk_dtype_size(s->dtype));
         for (int64_t at = 0; at < vc; at += per) {
