@@ -466,8 +466,6 @@ static int64_t tk__touch(const tk_call *c, const tk__plan *p, const tk_matrix *c
     }
     if (end - st < 2)
         return end;
-    typedef uint32_t tk__u4 __attribute__((vector_size(16)));
-    tk__u4 acc = {0, 0, 0, 0};
     for (int i = 0; i < c->n_in; i++) {
         const tk__spec *s = &c->in[i];
         const int64_t *b0 = &p->idx[(st * p->n + i) * 2];
@@ -479,16 +477,9 @@ static int64_t tk__touch(const tk_call *c, const tk__plan *p, const tk_matrix *c
             const unsigned char *row =
                 (const unsigned char *)tk__row(inputs[i], b0[0] * s->block_rows + r) +
                 (size_t)(b0[1] * s->block_cols) * es;
-            for (size_t at = 0; at + 48 <= n; at += 64) {
-                tk__u4 x, y;
-                memcpy(&x, row + at, sizeof x);
-                memcpy(&y, row + at + 32, sizeof y);
-                acc |= x | y;
-            }
+            tk__read_ahead(&row, 1, n);
         }
     }
-    volatile unsigned sink = acc[0] | acc[1] | acc[2] | acc[3];
-    (void)sink;
     return end;
 }
 

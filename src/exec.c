@@ -380,33 +380,38 @@ static int tk__run_elementwise(const tk__exec *e)
     return TK_OK;
 }
 
-/* Read rows [r0, r0 + h), columns [c0, c0 + w) of every input, the inputs
- * side by side, through two 16-byte loads per 64-byte line: a loop paced
- * like a compute loop lets the hardware prefetchers run ahead (one byte
- * load per line measured about 20% slower).  The output is left to the
- * tiles' stores (reading it too measured slower). */
-static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int64_t w)
+/* Two 16-byte loads per 64-byte line: a loop paced like a compute loop
+ * lets the hardware prefetchers run ahead (one byte load per line measured
+ * about 20% slower). */
+void tk__read_ahead(const unsigned char *const *p, int n, size_t bytes)
 {
     typedef uint32_t tk__u4 __attribute__((vector_size(16)));
     tk__u4 acc = {0, 0, 0, 0};
-    size_t bytes = (size_t)w * e->esize;
+    size_t b = 0;
+    for (; b + 48 <= bytes; b += 64)
+        for (int i = 0; i < n; i++) {
+            tk__u4 lo, hi;
+            memcpy(&lo, p[i] + b, sizeof lo);
+            memcpy(&hi, p[i] + b + 32, sizeof hi);
+            acc |= lo | hi;
+        }
+    for (int i = 0; i < n; i++)   /* the last line, when b stopped short */
+        acc[0] |= p[i][bytes - 1];
+    volatile unsigned sink = acc[0] | acc[1] | acc[2] | acc[3];
+    (void)sink;
+}
+
+/* Read rows [r0, r0 + h), columns [c0, c0 + w) of every input, the inputs
+ * side by side.  The output is left to the tiles' stores (reading it too
+ * measured slower). */
+static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int64_t w)
+{
     for (int64_t r = r0; r < r0 + h; r++) {
         const unsigned char *p[TK_KERNEL_MAX_INPUTS];
         for (int i = 0; i < e->n; i++)
             p[i] = tk__in_at(e, i, r, c0);
-        size_t b = 0;
-        for (; b + 48 <= bytes; b += 64)
-            for (int i = 0; i < e->n; i++) {
-                tk__u4 lo, hi;
-                memcpy(&lo, p[i] + b, sizeof lo);
-                memcpy(&hi, p[i] + b + 32, sizeof hi);
-                acc |= lo | hi;
-            }
-        for (int i = 0; i < e->n; i++)   /* the last line, when b stopped short */
-            acc[0] |= p[i][bytes - 1];
+        tk__read_ahead(p, e->n, (size_t)w * e->esize);
     }
-    volatile unsigned sink = acc[0] | acc[1] | acc[2] | acc[3];
-    (void)sink;
 }
 
 /* Blockwise custom bodies see whole blocks, tiles in grid order;

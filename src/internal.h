@@ -255,6 +255,9 @@ void tk__stream_copy(void *dst, const void *src, size_t bytes);
  * machine. */
 #define TK__TOUCH (512 * 1024)
 void tk__stream_fence(void);
+/* Read bytes of each of the n rows p[i] side by side, a line at a time,
+ * only to bring them into cache ahead of a pass that needs them. */
+void tk__read_ahead(const unsigned char *const *p, int n, size_t bytes);
 
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);

@@ -794,8 +794,6 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
 
 static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
 {
-    if (!p)
-        return tk__fail(TK_EINVAL, "tk_pipeline_run: pipeline is NULL");
     if (p->call)
         return tk__fail(TK_ESTATE, "tk_pipeline_run: this pipeline simulates a tk_call; run "
                         "it with tk_pipeline_run_call");
@@ -879,8 +877,6 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
 static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *inputs,
                                  int n_outputs, tk_matrix *const *outputs)
 {
-    if (!p)
-        return tk__fail(TK_EINVAL, "tk_pipeline_run_call: pipeline is NULL");
     if (!p->call)
         return tk__fail(TK_ESTATE, "tk_pipeline_run_call: this pipeline runs a tk_kernel; "
                         "run it with tk_pipeline_run");
