@@ -35,8 +35,9 @@ struct tk_bench {
 /* A bench whose run is calling back refuses changes and runs (TK_ESTATE):
  * a callback that added an entry or ran the bench again would free or grow
  * what the run is using. */
-static int tk__not_running(const char *fn, const tk_bench *b)
+static int tk__not_running(const char *fn, const void *h)
 {
+    const tk_bench *b = h;
     return b->running ? tk__fail(TK_ESTATE, "%s: the bench is running (this call came from "
                                  "one of its callbacks); a running bench cannot be changed "
                                  "or run again", fn) : TK_OK;
@@ -167,10 +168,8 @@ static void tk__bench_store(void *h, int param, int64_t value)
 
 int tk_bench_set(tk_bench *b, int param, int64_t value)
 {
-    static const tk__settable s = {"tk_bench_set", "bench", TK__BENCH, NULL, tk__bench_store,
-                                   offsetof(tk_bench, done)};
-    if (b && b->running)
-        return tk__not_running("tk_bench_set", b);
+    static const tk__settable s = {"tk_bench_set", "bench", TK__BENCH, tk__not_running, NULL,
+                                   tk__bench_store, offsetof(tk_bench, done)};
     return tk__param_set(&s, b, param, value);
 }
 

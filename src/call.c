@@ -61,8 +61,9 @@ int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn
 
 /* A call whose body or index maps are running refuses runs and changes
  * (TK_ESTATE): a change would resize or rewrite what the run is using. */
-static int tk__not_running(const char *fn, const tk_call *c)
+static int tk__not_running(const char *fn, const void *h)
 {
+    const tk_call *c = h;
     return c && c->running ? tk__fail(TK_ESTATE, "%s: the call is running (this call came "
                                       "from its body or an index map); a running call cannot "
                                       "be changed or run again", fn) : TK_OK;
@@ -178,10 +179,9 @@ static void tk__call_store(void *h, int param, int64_t value)
 
 int tk_call_set(tk_call *c, int param, int64_t value)
 {
-    static const tk__settable s = {"tk_call_set", "call", TK__CALL, NULL, tk__call_store,
-                                   offsetof(tk_call, ran)};
-    int rc = tk__not_running("tk_call_set", c);
-    return rc ? rc : tk__param_set(&s, c, param, value);
+    static const tk__settable s = {"tk_call_set", "call", TK__CALL, tk__not_running, NULL,
+                                   tk__call_store, offsetof(tk_call, ran)};
+    return tk__param_set(&s, c, param, value);
 }
 
 int tk_call_get(const tk_call *c, int param, int64_t *value)

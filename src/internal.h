@@ -30,6 +30,8 @@ enum { TK__TILING, TK__KERNEL, TK__DEVICE, TK__PIPELINE, TK__BENCH, TK__COMPARE,
 typedef struct tk__settable {
     const char *fn, *noun;  /* "tk_kernel_set", "kernel": for messages */
     int owner;              /* TK__KERNEL, ...: whose parameters these are */
+    /* TK_ESTATE while the handle is running its callbacks (NULL: never). */
+    int (*busy)(const char *fn, const void *h);
     /* The handle's own rule beyond the range (NULL: none): a status. */
     int (*admit)(const void *h, int param, int64_t value);
     void (*store)(void *h, int param, int64_t value);
@@ -44,9 +46,10 @@ typedef struct tk__settable {
  * threads may run one kernel at once. */
 void tk__kernel_hold(const tk_kernel *k, int delta);
 
-/* The one setter behind every tk_*_set.  A NULL handle, a parameter that is
- * not the owner's or is read-only is TK_EINVAL, a value outside the
- * table's range TK_ERANGE; then the handle's admit may refuse it.  Only
+/* The one setter behind every tk_*_set.  A NULL handle is TK_EINVAL, a
+ * running one TK_ESTATE (busy); a parameter that is not the owner's or is
+ * read-only TK_EINVAL, a value outside the table's range TK_ERANGE; then
+ * the handle's admit may refuse it.  Only
  * then is the value stored, and results taken under the old settings stop
  * being readable. */
 int tk__param_set(const tk__settable *s, void *h, int param, int64_t value);

@@ -133,14 +133,20 @@ void tk__kernel_hold(const tk_kernel *k, int delta)
                               memory_order_acq_rel);
 }
 
+static int tk__kernel_busy(const char *fn, const void *h)
+{
+    const struct tk__kernel_box *b = h;
+    return atomic_load_explicit(&b->users, memory_order_acquire)
+               ? tk__fail(TK_ESTATE, "%s: the kernel is running (this call came from a "
+                          "callback of the run, or another thread runs it); a running kernel "
+                          "cannot be changed", fn)
+               : TK_OK;
+}
+
 int tk_kernel_set(tk_kernel *k, int param, int64_t value)
 {
-    static const tk__settable s = {"tk_kernel_set", "kernel", TK__KERNEL, tk__kernel_admit,
-                                   tk__kernel_store, -1};
-    if (k && atomic_load_explicit(&((struct tk__kernel_box *)k)->users, memory_order_acquire))
-        return tk__fail(TK_ESTATE, "tk_kernel_set: the kernel is running (this call came "
-                        "from a callback of the run, or another thread runs it); a running "
-                        "kernel cannot be changed");
+    static const tk__settable s = {"tk_kernel_set", "kernel", TK__KERNEL, tk__kernel_busy,
+                                   tk__kernel_admit, tk__kernel_store, -1};
     return tk__param_set(&s, k, param, value);
 }
 

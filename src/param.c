@@ -83,6 +83,9 @@ int tk__param_set(const tk__settable *s, void *h, int param, int64_t value)
 {
     if (!h)
         return tk__fail(TK_EINVAL, "%s: %s is NULL", s->fn, s->noun);
+    int rc = s->busy ? s->busy(s->fn, h) : TK_OK;
+    if (rc)
+        return rc;
     int i = tk__param_find(param);
     if (i < 0 || tk__params[i].owner != s->owner)
         return tk__fail(TK_EINVAL, "%s: %d is not a parameter of a %s", s->fn, param,
@@ -93,8 +96,7 @@ int tk__param_set(const tk__settable *s, void *h, int param, int64_t value)
         return tk__fail(TK_ERANGE, "%s: %s = %lld is outside [%lld, %lld]", s->fn,
                         tk__params[i].name, (long long)value,
                         (long long)tk__params[i].lo, (long long)tk__params[i].hi);
-    int rc = s->admit ? s->admit(h, param, value) : TK_OK;
-    if (rc)
+    if (s->admit && (rc = s->admit(h, param, value)))
         return rc;
     s->store(h, param, value);
     if (s->results >= 0)

@@ -107,8 +107,9 @@ int tk_pipeline_create_call(tk_pipeline **out, tk_call *c, const tk_device *d)
 
 /* A pipeline whose body is running refuses runs and changes (TK_ESTATE):
  * a run frees and rebuilds the schedule and slots the body is using. */
-static int tk__not_running(const char *fn, const tk_pipeline *p)
+static int tk__not_running(const char *fn, const void *h)
 {
+    const tk_pipeline *p = h;
     return p && p->running ? tk__fail(TK_ESTATE, "%s: the pipeline is running (this call "
                                       "came from its body); a running pipeline cannot be "
                                       "changed or run again", fn) : TK_OK;
@@ -175,10 +176,10 @@ static void tk__pipeline_store(void *h, int param, int64_t value)
 
 int tk_pipeline_set(tk_pipeline *p, int param, int64_t value)
 {
-    static const tk__settable s = {"tk_pipeline_set", "pipeline", TK__PIPELINE, NULL,
-                                   tk__pipeline_store, offsetof(tk_pipeline, ran)};
-    int rc = tk__not_running("tk_pipeline_set", p);
-    return rc ? rc : tk__param_set(&s, p, param, value);
+    static const tk__settable s = {"tk_pipeline_set", "pipeline", TK__PIPELINE,
+                                   tk__not_running, NULL, tk__pipeline_store,
+                                   offsetof(tk_pipeline, ran)};
+    return tk__param_set(&s, p, param, value);
 }
 
 int tk_pipeline_get(const tk_pipeline *p, int param, int64_t *value)
