@@ -10,7 +10,7 @@
  * of the contract: the oracle's and the diagnosis's passes split by rows).
  * The candidate alone is one baseline; the oracle's float64 sums cost
  * about five more on one thread.  The aim is 3.0, not met: today 6.6 to
- * 7.2 on one thread and about 4.4 on two on the development machine.  The
+ * 8.1 on one thread and 4.2 to 5.0 on two on the development machine.  The
  * limits below only guard that.  (Before 0.6 the baseline was compiled
  * without -march=native, and its speed depended on where the linker put
  * it: 0.10 to 0.18 s, which made the ratio read 2.8 to 6.)  Prints
