@@ -64,11 +64,11 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
  * Sci. Comput. 41(5), 2019, Theorem 2.4): exp(lambda sqrt(n) u + n u^2 /
  * (1 - u)) - 1, which fails with probability below 2n exp(-lambda^2 (1 -
  * u)^2 / 2), 2n e^-32 with lambda 8: 2.6e-11 per element at n = 1024. */
-static double tk__bound(const tk__acc *r, int64_t k, float A32, double s)
+static double tk__bound(const tk__acc *r, int64_t k, double A64, double s)
 {
-    /* A32 is the float32 sum of the rounded |a b|: at most gamma(k + 1)
-     * below A, and k underflows of 2^-149 below that. */
-    double A = ((double)A32 + (double)k * 0x1p-149) / (1.0 - tk__gamma((double)k + 1, 0x1p-24));
+    /* A64 is the float64 sum of the k exact |a b|: at most gamma_53(k - 1)
+     * below their sum A (gamma_53(k) leaves room for this division). */
+    double A = A64 / (1.0 - tk__gamma((double)k, 0x1p-53));
     double n = (double)(k - 1) + (r->rounded_products ? 1.0 : 0.0);
     double g = r->probabilistic
                    ? expm1(8.0 * sqrt(n) * r->u + n * r->u * r->u / (1.0 - r->u))
@@ -79,29 +79,76 @@ static double tk__bound(const tk__acc *r, int64_t k, float A32, double s)
     return b;
 }
 
-/* What one pass over the case computes: per output element the sum, the
- * sum of magnitudes and (for the gap) what the original data adds. */
+/* What one pass over the case computes: per output element the oracle
+ * sum, the sum of magnitudes and (for the gap) the original data's sum. */
 typedef struct {
     int64_t m, k, n;
-    const float *x, *y;    /* stored inputs promoted to f32; y NULL: ones */
-    const float *dx, *dy;  /* original - stored (exact in f32), oy the original y */
-    const float *oy;
+    const float *x, *y;    /* stored inputs promoted to f32; y NULL: a row sum */
+    const float *ox, *oy;  /* the originals; ox NULL: not wanted (f32 inputs) */
     int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
     int64_t k_end;         /* terms [0, k_end) */
 } tk__pass;
 
-/* Per output element: the oracle s, accumulated in float64; the sum of
- * magnitudes A, which only bounds, in float32 (tk__bound takes its upper
- * bound); and o, what the original data adds to s: the original sum is
- * s + sum dx oy + x dy, an identity, whose small terms float32 sums to
- * within gamma(2k) 2u of the gap it measures.  Over k in order, rows of n
- * at a time so the loops vectorize, and k in blocks so a block of y stays
- * in cache while every row of x uses it.  (All three in float64 measured
- * 3.3x a plain f32 matmul at 1024^3; this, about 2x.) */
-TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, float *A, float *o),
-            (p, round, s, A, o))
+/* The blocking of a matmul pass: KC terms at a time, MC rows of x packed
+ * per block, output tiles of 2 rows by NR columns held in registers. */
+enum { TK__KC = 128, TK__MC = 64, TK__NR = 8 };
+
+/* Doubles of packing scratch one thread's pass needs for n columns: a
+ * KC-term panel of y (value, magnitude, original) per NR columns, and one
+ * of x (the same three) per row of an MC block. */
+static int64_t tk__pack_doubles(int64_t n)
 {
-    enum { KB = 64 };
+    return TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC * TK__KC * 3;
+}
+
+/* Four doubles (one AVX2 register); aligned(8) so that a packed panel
+ * needs no more.  Eight would be one AVX-512 register, but gcc spills them
+ * on the other paths. */
+typedef double tk__d4 __attribute__((vector_size(32), aligned(8)));
+
+/* One output tile of 2 rows by NR = 8 columns: the sums over kc terms of
+ * x y, |x| |y| and, when orig, ox oy, into acc (per sum and row, two
+ * halves).  xp holds per term (x, |x|, ox) of each row, yp per term the NR
+ * values of y, |y| and oy. */
+static inline __attribute__((always_inline)) void tk__tile(const double *xp, const double *yp,
+                                                           int64_t kc, bool orig, tk__d4 *acc)
+{
+    tk__d4 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, a00 = {0}, a01 = {0}, a10 = {0},
+           a11 = {0}, o00 = {0}, o01 = {0}, o10 = {0}, o11 = {0};
+    for (int64_t k = 0; k < kc; k++, xp += 6, yp += 3 * TK__NR) {
+        const tk__d4 *v = (const tk__d4 *)yp;
+        s00 += xp[0] * v[0];
+        s01 += xp[0] * v[1];
+        s10 += xp[3] * v[0];
+        s11 += xp[3] * v[1];
+        a00 += xp[1] * v[2];
+        a01 += xp[1] * v[3];
+        a10 += xp[4] * v[2];
+        a11 += xp[4] * v[3];
+        if (orig) {
+            o00 += xp[2] * v[4];
+            o01 += xp[2] * v[5];
+            o10 += xp[5] * v[4];
+            o11 += xp[5] * v[5];
+        }
+    }
+    acc[0] = s00, acc[1] = s01, acc[2] = s10, acc[3] = s11;
+    acc[4] = a00, acc[5] = a01, acc[6] = a10, acc[7] = a11;
+    acc[8] = o00, acc[9] = o01, acc[10] = o10, acc[11] = o11;
+}
+
+/* Per output element, in float64: the oracle s, the sum of magnitudes A
+ * (for the bound) and the original data's sum o (for the gap), over the
+ * terms [0, k_end).  The products of two floats are exact in float64, so
+ * only the additions round; each element's terms are added in a fixed
+ * order (blocks of KC in k order, each block's sum added to the running
+ * one), whatever the path or the split of rows between threads.  A matmul
+ * packs y by KC-term panels of NR columns and x by MC-row blocks, and keeps
+ * each 2 x NR tile's sums in registers over a panel.  round: each product
+ * rounded to p->dtype first (a diagnosis pass; no o). */
+TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
+                       double *pack), (p, round, s, A, o, pack))
+{
     int64_t n = p->n, m = p->m;
     memset(s, 0, (size_t)(m * n) * sizeof *s);
     memset(A, 0, (size_t)(m * n) * sizeof *A);
@@ -113,52 +160,66 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, float *A, float
                 s[i] += p->x[i * p->k + k];
                 A[i] += fabsf(p->x[i * p->k + k]);
                 if (o)
-                    o[i] += p->dx[i * p->k + k];
+                    o[i] += p->ox[i * p->k + k];
             }
         return;
     }
-    for (int64_t k0 = 0; k0 < p->k_end; k0 += KB) {
-        int64_t k1 = k0 + KB < p->k_end ? k0 + KB : p->k_end;
-        /* Two rows of x at a time share each load and conversion of y. */
-        for (int64_t i = 0, rows; i < m; i += rows) {
-            rows = i + 1 < m && !round ? 2 : 1;
-            bool two = rows == 2;
-            double *s0 = s + i * n, *s1 = two ? s0 + n : s0;
-            float *A0 = A + i * n, *A1 = two ? A0 + n : A0;
-            for (int64_t k = k0; k < k1; k++) {
+    if (round) {   /* the diagnosis only: row by row, k in order */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < p->k_end; k++) {
+                double a = p->x[i * p->k + k];
                 const float *yk = p->y + k * n;
-                float f0 = p->x[i * p->k + k], f1 = two ? p->x[(i + 1) * p->k + k] : 0.0f;
-                double a0 = f0, a1 = f1;
-                float b0 = fabsf(f0), b1 = fabsf(f1);
-                if (round) {
-                    for (int64_t j = 0; j < n; j++) {
-                        float t = tk__round_to(p->dtype, (float)(a0 * yk[j]));
-                        s0[j] += t;
-                        A0[j] += fabsf(t);
-                    }
-                } else if (two) {
-                    for (int64_t j = 0; j < n; j++) {
-                        double y = yk[j];
-                        float ya = fabsf(yk[j]);
-                        s0[j] += a0 * y;
-                        s1[j] += a1 * y;
-                        A0[j] += b0 * ya;
-                        A1[j] += b1 * ya;
-                    }
-                } else {
-                    for (int64_t j = 0; j < n; j++) {
-                        s0[j] += a0 * yk[j];
-                        A0[j] += b0 * fabsf(yk[j]);
-                    }
-                }
-                for (int64_t r = i; o && r < i + rows; r++) {
-                    float da = p->dx[r * p->k + k], xa = p->x[r * p->k + k];
-                    float *orow = o + r * n;
-                    const float *oyk = p->oy + k * n, *dyk = p->dy + k * n;
-                    for (int64_t j = 0; j < n; j++)
-                        orow[j] += da * oyk[j] + xa * dyk[j];
+                for (int64_t j = 0; j < n; j++) {
+                    float t = tk__round_to(p->dtype, (float)(a * yk[j]));
+                    s[i * n + j] += t;
+                    A[i * n + j] += fabsf(t);
                 }
             }
+        return;
+    }
+    int64_t tiles = (n + TK__NR - 1) / TK__NR;
+    double *yp = pack, *xp = pack + TK__KC * tiles * TK__NR * 3;
+    for (int64_t k0 = 0; k0 < p->k_end; k0 += TK__KC) {
+        int64_t kc = p->k_end - k0 < TK__KC ? p->k_end - k0 : TK__KC;
+        for (int64_t t = 0; t < tiles; t++)
+            for (int64_t k = 0; k < kc; k++) {
+                double *d = yp + (t * kc + k) * 3 * TK__NR;
+                const float *yk = p->y + (k0 + k) * n, *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
+                for (int64_t c = 0; c < TK__NR; c++) {
+                    int64_t j = t * TK__NR + c;
+                    d[c] = j < n ? yk[j] : 0.0;
+                    d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
+                    d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
+                }
+            }
+        for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
+            int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
+            for (int64_t r = 0; r < (mc + 1) / 2 * 2; r++)   /* an odd block's last row pads */
+                for (int64_t k = 0; k < kc; k++) {
+                    double *d = xp + ((r / 2 * kc + k) * 2 + r % 2) * 3;
+                    bool in = r < mc;
+                    float v = in ? p->x[(i0 + r) * p->k + k0 + k] : 0.0f;
+                    d[0] = v;
+                    d[1] = fabsf(v);
+                    d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + k] : 0.0;
+                }
+            for (int64_t t = 0; t < tiles; t++)
+                for (int64_t r = 0; r < mc; r += 2) {
+                    tk__d4 acc[12];
+                    if (o)
+                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, true, acc);
+                    else
+                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, false, acc);
+                    for (int64_t h = 0; h < 2 && r + h < mc; h++) {
+                        int64_t at = (i0 + r + h) * n + t * TK__NR;
+                        for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
+                            s[at + c] += acc[2 * h + c / 4][c % 4];
+                            A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
+                            if (o)
+                                o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
+                        }
+                    }
+                }
         }
     }
 }
@@ -169,7 +230,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, float *A, float
  * else infinity; elsewhere a NaN counts infinity, and so does any other
  * difference where no finite bound exists (the magnitudes overflowed). */
 static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float *c,
-                        const float *want, const double *s, const float *A, int64_t *at,
+                        const float *want, const double *s, const double *A, int64_t *at,
                         double *bound)
 {
     double worst = -1.0;
@@ -210,46 +271,55 @@ static void tk__sums_in(const tk__pass *p, int d, float *out)
         }
 }
 
-/* One thread's rows of a pass: tk__sums (narrow 0) or tk__sums_in. */
+/* One thread's rows of a pass: tk__sums, or tk__sums_in into sim when
+ * narrow is a dtype. */
 typedef struct {
     tk__pass p;
     bool round;
     int narrow;
-    double *s;
-    float *A, *o;
+    double *s, *A, *o, *pack;
+    float *sim;
 } tk__rows;
 
 static void *tk__rows_run(void *arg)
 {
     tk__rows *r = arg;
     if (r->narrow)
-        tk__sums_in(&r->p, r->narrow, r->A);
+        tk__sums_in(&r->p, r->narrow, r->sim);
     else
-        tk__sums(&r->p, r->round, r->s, r->A, r->o);
+        tk__sums(&r->p, r->round, r->s, r->A, r->o, r->pack);
     return NULL;
 }
 
 /* Rows a thread of a pass takes at the least. */
 #define TK__ROWS_MIN 16
 
-/* A pass (tk__sums, or tk__sums_in into A when narrow is a dtype) on the
- * contract kernel's threads (TK_KERNEL_THREADS), each on consecutive whole
- * rows: every element's sum is the same however the rows are split. */
-static void tk__pass_on(const tk_kernel *kc, const tk__pass *p, bool round, int narrow,
-                        double *s, float *A, float *o)
+/* The threads a pass over m rows runs on: the contract kernel's
+ * (TK_KERNEL_THREADS), each with TK__ROWS_MIN rows at least. */
+static int64_t tk__pass_threads(const tk_kernel *kc, int64_t m)
 {
     int64_t n = tk__kernel_threads(kc);
-    n = n < p->m / TK__ROWS_MIN ? n : p->m / TK__ROWS_MIN;
+    return n < m / TK__ROWS_MIN ? n : m / TK__ROWS_MIN > 0 ? m / TK__ROWS_MIN : 1;
+}
+
+/* A pass on tk__pass_threads threads, each on consecutive whole rows and
+ * with its own tk__pack_doubles of pack: every element's sums are the same
+ * however the rows are split. */
+static void tk__pass_on(const tk_kernel *kc, const tk__pass *p, bool round, int narrow,
+                        double *s, double *A, double *o, double *pack, float *sim)
+{
+    int64_t n = tk__pass_threads(kc, p->m);
     tk__rows one, *r = n > 1 ? malloc((size_t)n * sizeof *r) : NULL;
     if (!r)
         r = &one, n = 1;
     for (int64_t t = 0; t < n; t++) {
         int64_t r0 = p->m * t / n, r1 = p->m * (t + 1) / n;
-        r[t] = (tk__rows){*p, round, narrow, s ? s + r0 * p->n : NULL, A + r0 * p->n,
-                          o ? o + r0 * p->n : NULL};
+        r[t] = (tk__rows){*p, round, narrow, s ? s + r0 * p->n : NULL,
+                          A ? A + r0 * p->n : NULL, o ? o + r0 * p->n : NULL,
+                          pack + t * tk__pack_doubles(p->n), sim ? sim + r0 * p->n : NULL};
         r[t].p.m = r1 - r0;
         r[t].p.x = p->x + r0 * p->k;
-        r[t].p.dx = p->dx ? p->dx + r0 * p->k : NULL;
+        r[t].p.ox = p->ox ? p->ox + r0 * p->k : NULL;
     }
     tk__fan_out(r, sizeof *r, n, tk__rows_run);
     if (r != &one)
@@ -271,7 +341,7 @@ static double tk__rms(const float *c, const double *s, int64_t count)
  * float16, less precise than the contract's, by its probabilistic bound. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pass p,
                                   const float *cand, const float *want, const double *s,
-                                  double *s2, float *A2, float *sim)
+                                  double *s2, double *A2, double *pack, float *sim)
 {
     int64_t count = c->rows * c->cols, at;
     for (int64_t e = 0; e < count; e++)
@@ -279,7 +349,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             return TK_SCHEDULE_NO_INIT;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
-        tk__pass_on(kc, &p, true, 0, s2, A2, NULL);
+        tk__pass_on(kc, &p, true, 0, s2, A2, NULL, pack, NULL);
         /* One more rounding per term than the contract has. */
         tk__acc r = f32;
         r.rounded_products = true;
@@ -300,7 +370,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             continue;
         tried[n_tried++] = end;
         p.k_end = end;
-        tk__pass_on(kc, &p, false, 0, s2, A2, NULL);
+        tk__pass_on(kc, &p, false, 0, s2, A2, NULL, pack, NULL);
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
@@ -309,7 +379,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
      * order, errs by the candidate's amount (root mean square, compared on
      * a log scale) is named. */
     p.k_end = c->depth;
-    tk__pass_on(kc, &p, false, 0, s2, A2, NULL);
+    tk__pass_on(kc, &p, false, 0, s2, A2, NULL, pack, NULL);
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
     double e_cand = tk__rms(cand, s, count), best = INFINITY;
@@ -321,7 +391,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
         r.probabilistic = true;
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        tk__pass_on(kc, &p, false, narrow[i], NULL, sim, NULL);
+        tk__pass_on(kc, &p, false, narrow[i], NULL, NULL, NULL, pack, sim);
         double d = fabs(log(e_cand / tk__rms(sim, s, count)));
         if (d < best) {
             best = d;
@@ -353,13 +423,16 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
                         "a worst-case bound of %s accumulation (k u = %.3g > 1/2); declare "
                         "float32 accumulation or audit shorter sums", (long long)k,
                         tk_dtype_name(acc), (double)(k + 1) * u);
-    /* The block tk__audit_reduction allocates, in elements of 1 byte. */
-    int64_t mk, kn, mn, in_bytes, per_out;
-    per_out = tk_dtype_size(out_dtype) + 3 * 4 + 2 * 8 + 3 * 4 + 5 * 64;
+    /* The block tk__audit_reduction allocates, in elements of 1 byte, with
+     * packing scratch for as many threads as a kernel may have. */
+    int64_t mk, kn, mn, in_bytes, per_out, pack;
+    per_out = tk_dtype_size(out_dtype) + 3 * 4 + 5 * 8 + 5 * 64;
     if (!tk__mul(m, k, &mk) || !tk__mul(k, reduce == TK__REDUCE_MATMUL ? n : 0, &kn) ||
         !tk__mul(m, n, &mn) || mk > INT64_MAX - kn ||
-        !tk__mul(mk + kn, tk_dtype_size(dtype) + 8, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
-        in_bytes > INT64_MAX - mn || (uint64_t)(in_bytes + mn) > SIZE_MAX)
+        !tk__mul(mk + kn, tk_dtype_size(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
+        n > INT64_MAX / (8 * 3 * TK__KC * TK_KERNEL_MAX_THREADS) - TK__MC ||
+        (pack = tk__pack_doubles(n) * 8 * TK_KERNEL_MAX_THREADS, in_bytes > INT64_MAX - mn) ||
+        in_bytes + mn > INT64_MAX - pack || (uint64_t)(in_bytes + mn + pack) > SIZE_MAX)
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_reduction_case: %lld x %lld x %lld "
                         "overflows the audit's working memory", (long long)m, (long long)k,
                         (long long)n);
@@ -374,32 +447,30 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     int64_t m = c->rows, n = c->cols, k = c->depth, mk = m * k, kn = mm ? k * n : 0;
     int64_t count = m * n;
     size_t es = (size_t)tk_dtype_size(c->dtype), eo = (size_t)tk_dtype_size(c->out_dtype);
-    /* One block: stored inputs and output, promoted inputs and their
-     * differences from the originals, the candidate and the oracle's cast in
-     * f32, the oracle and its alternative in float64, and three float32
-     * planes (magnitudes, theirs, the originals' share).  Its size was
-     * checked when the case was added (tk__reduction_bytes). */
+    /* One block: stored inputs and output, promoted inputs, the candidate
+     * and the oracle's cast in f32, five float64 planes (the oracle, its
+     * alternative, the magnitudes, theirs, the originals' sums) and each
+     * thread's packing scratch.  Its size was checked when the case was
+     * added (tk__reduction_check). */
     size_t sizes[] = {(size_t)(mk + kn) * es, (size_t)count * eo,
-                      2 * (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
-                      2 * (size_t)count * sizeof(double) + 3 * (size_t)count * sizeof(float)};
-    size_t off[6] = {0};
-    for (int i = 0; i < 5; i++)
+                      (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
+                      5 * (size_t)count * sizeof(double),
+                      (size_t)(tk__pass_threads(kc, m) * tk__pack_doubles(n)) * sizeof(double)};
+    size_t off[7] = {0};
+    for (int i = 0; i < 6; i++)
         off[i + 1] = off[i] + (sizes[i] + 63) / 64 * 64;
-    char *mem = malloc(off[5]);
+    char *mem = malloc(off[6]);
     if (!mem)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of case %lld",
-                        off[5], (long long)index);
+                        off[6], (long long)index);
     char *stored = mem, *outp = mem + off[1];
     float *px = (float *)(void *)(mem + off[2]), *py = mm ? px + mk : NULL;
-    float *dx = px + mk + kn, *dy = mm ? dx + mk : NULL;
     float *cand = (float *)(void *)(mem + off[3]), *want = cand + count, *so32 = want + count;
-    double *s = (double *)(void *)(mem + off[4]), *s2 = s + count;
-    float *A = (float *)(s2 + count), *A2 = A + count, *o = A2 + count;
+    double *s = (double *)(void *)(mem + off[4]), *s2 = s + count, *A = s2 + count,
+           *A2 = A + count, *o = A2 + count, *pack = (double *)(void *)(mem + off[5]);
 
     tk__row_from_f32(c->dtype, c->orig, stored, mk + kn);
     tk__row_to_f32(c->dtype, stored, px, mk + kn);
-    for (int64_t e = 0; e < mk + kn; e++)   /* exact: the two are neighbours */
-        dx[e] = c->orig[e] - px[e];
     tk_matrix *in[2] = {NULL, NULL}, *out = NULL;
     int rc = tk_matrix_wrap(&in[0], c->dtype, m, k, k, stored);
     if (!rc && mm)
@@ -418,12 +489,13 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         /* float32 inputs are stored as they are: the original reference
          * is the oracle itself, and the gap has no input part. */
         bool exact = c->dtype == TK_DTYPE_F32;
-        tk__pass p = {m, k, n, px, py, dx, dy, mm ? c->orig + mk : NULL, c->dtype, k};
-        tk__pass_on(kc, &p, false, 0, s, A, exact ? NULL : o);
+        tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
+                      c->dtype, k};
+        tk__pass_on(kc, &p, false, 0, s, A, exact ? NULL : o, pack, NULL);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         for (int64_t e = 0; e < count; e++) {
             want[e] = tk__round_to(c->out_dtype, (float)s[e]);
-            so32[e] = (float)(exact ? s[e] : s[e] + (double)o[e]);
+            so32[e] = (float)(exact ? s[e] : o[e]);
         }
         tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
         int64_t at = 0;
@@ -439,7 +511,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         tk__cmp_rows(&res->gap, 0, 0, m, n, cand, so32);   /* so32 is free after this */
         double in_part = 0.0, out_part = 0.0, scale = 0.0;
         for (int64_t e = 0; e < count; e++) {
-            in_part = exact ? 0.0 : fmax(in_part, fabs((double)o[e]));
+            in_part = exact ? 0.0 : fmax(in_part, fabs(o[e] - s[e]));
             out_part = fmax(out_part, fabs((double)cand[e] - s[e]));
             scale = fmax(scale, fabs(so32[e]));
         }
@@ -448,7 +520,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         res->scale = (float)scale;
         res->diagnosis = TK_SCHEDULE_NOT_RUN;
         if (!tk__case_passed(res))
-            res->diagnosis = tk__diagnose_reduction(c, kc, p, cand, want, s, s2, A2, so32);
+            res->diagnosis = tk__diagnose_reduction(c, kc, p, cand, want, s, s2, A2, pack,
+                                                    so32);
     }
     tk_matrix_destroy(in[0]);
     tk_matrix_destroy(in[1]);

@@ -112,6 +112,97 @@ Test(bound, a_correct_matmul_passes_while_differing_in_bits)
     tk_kernel_destroy(k);
 }
 
+/* Exact data: every product and sum below is exact in float64, in any
+ * order, so the oracle, the originals' sums and the magnitudes are known
+ * here independently of how the library blocks, vectorizes or splits its
+ * passes. */
+enum { EM = 69, EK = 300, EN = 21 };  /* odd rows and tails on every blocking */
+
+static double exact_x(int64_t e) { return (double)(e % 13 - 6) + (double)(e % 37) / 1024.0; }
+
+/* The exact matmul (row sum when in[1] is absent) of the stored inputs,
+ * cast once to f32. */
+static int exact_candidate(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    bool mm = *(const bool *)user;
+    int64_t m = tk_matrix_rows(in[0]), k = tk_matrix_cols(in[0]), n = tk_matrix_cols(out);
+    float *x = malloc((size_t)(m * k) * sizeof *x), *y = malloc((size_t)(k * n) * sizeof *y);
+    tk_matrix_to_f32(in[0], x, k);
+    if (mm)
+        tk_matrix_to_f32(in[1], y, n);
+    float *o = tk_matrix_data(out);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (int64_t kk = 0; kk < k; kk++)
+                sum += (double)x[i * k + kk] * (mm ? (double)y[kk * n + j] : 1.0);
+            o[i * n + j] = (float)sum;
+        }
+    free(x), free(y);
+    return 0;
+}
+
+Test(bound, the_oracle_and_the_gap_are_exact_on_exact_data)
+{
+    static float x[EM * EK], y[EK * EN];
+    for (int64_t e = 0; e < EM * EK; e++)
+        x[e] = (float)exact_x(e);
+    for (int64_t e = 0; e < EK * EN; e++)
+        y[e] = (float)exact_x(e * 7 + 3);
+    for (int mm = 0; mm < 2; mm++) {
+        int64_t n = mm ? EN : 1;
+        /* Stored (bf16) and original sums, and the magnitudes, in double:
+         * exact, so any order gives these bits. */
+        double in_part = 0.0, out_part = 0.0;
+        float gap = 0.0f;
+        double A0 = 0.0;
+        for (int64_t i = 0; i < EM; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double s = 0.0, so = 0.0;
+                for (int64_t k = 0; k < EK; k++) {
+                    double xs = tk_bf16_to_f32(tk_bf16_from_f32(x[i * EK + k]));
+                    double ys = mm ? tk_bf16_to_f32(tk_bf16_from_f32(y[k * EN + j])) : 1.0;
+                    s += xs * ys;
+                    so += (double)x[i * EK + k] * (mm ? (double)y[k * EN + j] : 1.0);
+                    if (i == 0 && j == 0)
+                        A0 += fabs(xs * ys);
+                }
+                in_part = fmax(in_part, fabs(so - s));
+                out_part = fmax(out_part, fabs((double)(float)s - s));
+                gap = fmaxf(gap, fabsf((float)s - (float)so));
+            }
+        for (int threads = 1; threads <= 3; threads += 2) {
+            tk_kernel *k;
+            tk_audit *a;
+            bool is_mm = mm;
+            cr_assert_eq(mm ? tk_kernel_matmul(&k) : tk_kernel_row_sum(&k), TK_OK);
+            cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+            cr_assert_eq(tk_audit_set_candidate(a, exact_candidate, &is_mm), TK_OK);
+            const float *orig[2] = {x, y};
+            cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, EM, EK,
+                                                     n, orig), TK_OK);
+            cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+            cr_assert_eq(res(a, 0, TK_AUDIT_IMPL_MISMATCHES), 0.0, "mm %d threads %d", mm,
+                         threads);
+            cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_RATIO), 0.0);
+            cr_assert_eq(res(a, 0, TK_AUDIT_GAP_INPUT_MAX_ABS), (double)(float)in_part);
+            cr_assert_eq(res(a, 0, TK_AUDIT_GAP_OUTPUT_MAX_ABS), (double)(float)out_part);
+            cr_assert_eq(res(a, 0, TK_AUDIT_GAP_MAX_ABS), (double)gap);
+            /* Element (0, 0)'s bound: gamma(K - 1) of its magnitudes, plus
+             * terms some 2^-29 smaller. */
+            double g = (EK - 1) * 0x1p-24 / (1.0 - (EK - 1) * 0x1p-24);
+            cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_ROW), 0.0);
+            cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_COL), 0.0);
+            double b = res(a, 0, TK_AUDIT_BOUND);
+            cr_assert(b >= g * A0 && b <= g * A0 * (1.0 + 0x1p-28), "bound %.17g, gamma A %.17g",
+                      b, g * A0);
+            tk_audit_destroy(a);
+            tk_kernel_destroy(k);
+        }
+    }
+}
+
 Test(bound, wrong_kernels_are_named)
 {
     const struct {

@@ -95,3 +95,52 @@ def test_every_path_equals_portable_on_all_2_32_inputs(isa, digests):
     bad = [i for i, (a, b) in enumerate(zip(words[1:], portable[1:])) if a != b]
     assert len(words) == len(portable) and not bad, (
         f"{isa}: f32 patterns from 0x{bad[0] << 24:08x} narrow differently from the portable path")
+
+
+# In each path's process: reduction audits (matmul and row sum; float32,
+# bfloat16 and float16 inputs; a correct and a bf16-accumulating candidate)
+# on shapes with tails on every blocking of the float64 oracle, on one and
+# on three threads; the JSON reports' digest.
+_REDUCTIONS = """
+    import hashlib, os, tempfile
+    import ml_dtypes
+    import numpy as np
+    import tilekern as tk
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((69, 300), np.float32)
+    y = rng.standard_normal((300, 21), np.float32)
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+    def good(x, y, out):
+        out[...] = (x.astype(np.float32) @ y.astype(np.float32)).astype(out.dtype)
+    def bf16_acc(x, y, out):
+        acc = np.zeros((x.shape[0], y.shape[1]), BF16)
+        for k in range(x.shape[1]):
+            acc = (acc.astype(np.float32) + np.outer(x[:, k].astype(np.float32),
+                   y[k].astype(np.float32))).astype(BF16)
+        out[...] = acc.astype(out.dtype)
+    def row_sum(x, out):
+        out[...] = x.astype(np.float32).sum(axis=1, keepdims=True).astype(out.dtype)
+    h = hashlib.blake2b(digest_size=16)
+    with tempfile.TemporaryDirectory() as d:
+        for threads in (1, 3):
+            for contract, fn, inputs in ((tk.Kernel.matmul(), good, [x, y]),
+                                         (tk.Kernel.matmul(), bf16_acc, [x, y]),
+                                         (tk.Kernel.row_sum(), row_sum, [x])):
+                contract.threads = threads
+                a = tk.Audit(contract, fn)
+                for dtype in ("float32", "bfloat16", "float16"):
+                    a.add_reduction_case(dtype, inputs, out_dtype="float32")
+                a.run()
+                path = os.path.join(d, "r.json")
+                a.write_report(path)
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    print(tk.build_info()["isa"], h.hexdigest())
+"""
+
+
+def test_every_path_audits_reductions_to_the_same_report():
+    digests = {isa: _python(_REDUCTIONS, isa).split() for isa in RUNNABLE}
+    for isa, (got, digest) in digests.items():
+        assert got == isa
+        assert digest == digests["portable"][1], f"{isa}: the reports differ from portable's"
