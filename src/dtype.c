@@ -84,6 +84,44 @@ TK_DISPATCH(tk__f16_from_loop, (uint16_t *restrict d, const float *restrict s, s
         d[i] = tk__f16_from(s[i]);
 }
 
+/* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
+ * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
+ * but quiets a signalling NaN, which numpy does not, so eight floats with a
+ * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
+ * times a memcpy of the source on an AVX2 AMD EPYC.) */
+#if TK__ISA_X86
+#include <immintrin.h>
+
+TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *restrict s,
+                                          size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(s + i);
+        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (_mm256_testz_ps(nan, nan))
+            _mm_storeu_si128((__m128i *)(void *)(d + i),
+                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        else
+            for (size_t j = i; j < i + 8; j++)
+                d[j] = tk__f16_from(s[j]);
+    }
+    for (; i < n; i++)
+        d[i] = tk__f16_from(s[i]);
+}
+#endif
+
+static void tk__f16_from_n(uint16_t *d, const float *s, size_t n)
+{
+#if TK__ISA_X86
+    if (tk__isa() != TK__ISA_PORTABLE) {
+        tk__f16_from_f16c(d, s, n);
+        return;
+    }
+#endif
+    tk__f16_from_loop(d, s, n);
+}
+
 TK_DISPATCH(tk__f16_to_loop, (float *restrict d, const uint16_t *restrict s, size_t n),
             (d, s, n))
 {
@@ -119,13 +157,49 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
         d[i] = tk__e5m2_to(s[i]);
 }
 
+/* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
+ * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
+ * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
+ * their sign, as in tk__e5m2_to.  (The bit rule alone ran at 1.2 to 1.4
+ * times a memcpy of the destination on an AVX2 AMD EPYC.) */
+#if TK__ISA_X86
+TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restrict s,
+                                         size_t n)
+{
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u),
+                  inf = _mm256_set1_epi32(0x7F800000), quiet = _mm256_set1_epi32(0x7FC00000);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(s + i));
+        __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(),
+                                                                           b)));
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_andnot_si256(sign, f), inf);
+        f = _mm256_blendv_epi8(f, _mm256_or_si256(_mm256_and_si256(f, sign), quiet), nan);
+        _mm256_storeu_si256((__m256i *)(void *)(d + i), f);
+    }
+    for (; i < n; i++)
+        d[i] = tk__e5m2_to(s[i]);
+}
+#endif
+
+static void tk__e5m2_to_n(float *d, const uint8_t *s, size_t n)
+{
+#if TK__ISA_X86
+    if (tk__isa() != TK__ISA_PORTABLE) {
+        tk__e5m2_to_f16c(d, s, n);
+        return;
+    }
+#endif
+    tk__e5m2_to_loop(d, s, n);
+}
+
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
 {
     switch (dtype) {
     case TK_DTYPE_BF16: tk__bf16_to_f32_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F16: tk__f16_to_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_to_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F8E5M2: tk__e5m2_to_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2: tk__e5m2_to_n(dst, src, (size_t)n); break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     }
 }
@@ -134,7 +208,7 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
 {
     switch (dtype) {
     case TK_DTYPE_BF16: tk__bf16_from_f32_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F16: tk__f16_from_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F16: tk__f16_from_n(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E5M2: tk__e5m2_from_loop(dst, src, (size_t)n); break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;

@@ -473,9 +473,9 @@ static inline int tk__isa(void)
 /* flatten inlines every helper into each path, so none runs as a
  * baseline-ISA call.  No path changes a result: the IEEE operations are
  * the same on each, and -ffp-contract=off keeps FMA out unless asked. */
-#define TK__ON_AVX2 __attribute__((target("avx2,fma,bmi,bmi2,popcnt"), flatten))
+#define TK__ON_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2,popcnt"), flatten))
 #define TK__ON_AVX512                                                               \
-    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi,bmi2,popcnt"),                                                \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2,popcnt"),                                                \
                    flatten))
 /* TK_DISPATCH(name, (params), (args)) { body } defines a static void
  * function whose body is compiled once per path and run on the path

@@ -17,8 +17,8 @@ static int tk__isa_cpu(void)
 #if TK__ISA_X86
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-                __builtin_cpu_supports("popcnt");
+                __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+                __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
     bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                   __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
