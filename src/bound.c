@@ -228,7 +228,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
  * oracle's own cast (want) counts 0; where the oracle is NaN (NaN or Inf
  * inputs, or an output cast past its format) any NaN counts 0 and anything
  * else infinity; elsewhere a NaN counts infinity, and so does any other
- * difference where no finite bound exists (the magnitudes overflowed). */
+ * difference where no finite bound exists (an infinite magnitude). */
 static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float *c,
                         const float *want, const double *s, const double *A, int64_t *at,
                         double *bound)
@@ -302,13 +302,15 @@ static int64_t tk__pass_threads(const tk_kernel *kc, int64_t m)
     return n < m / TK__ROWS_MIN ? n : m / TK__ROWS_MIN > 0 ? m / TK__ROWS_MIN : 1;
 }
 
-/* A pass on tk__pass_threads threads, each on consecutive whole rows and
+/* A pass on `threads` threads (tk__pass_threads, counted once per case:
+ * TK_KERNEL_THREADS 0 asks the system each time, and pack holds as many
+ * as were counted), each on consecutive whole rows and
  * with its own tk__pack_doubles of pack: every element's sums are the same
  * however the rows are split. */
-static void tk__pass_on(const tk_kernel *kc, const tk__pass *p, bool round, int narrow,
+static void tk__pass_on(int64_t threads, const tk__pass *p, bool round, int narrow,
                         double *s, double *A, double *o, double *pack, float *sim)
 {
-    int64_t n = tk__pass_threads(kc, p->m);
+    int64_t n = threads;
     tk__rows one, *r = n > 1 ? malloc((size_t)n * sizeof *r) : NULL;
     if (!r)
         r = &one, n = 1;
@@ -339,8 +341,8 @@ static double tk__rms(const float *c, const double *s, int64_t count)
  * oracle's cast is not (the audit's NaN fill showing through), then the
  * exact alternatives by their own bound, then accumulation in bfloat16 or
  * float16, less precise than the contract's, by its probabilistic bound. */
-static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pass p,
-                                  const float *cand, const float *want, const double *s,
+static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
+                                  tk__pass p, const float *cand, const float *want, const double *s,
                                   double *s2, double *A2, double *pack, float *sim)
 {
     int64_t count = c->rows * c->cols, at;
@@ -349,7 +351,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             return TK_SCHEDULE_NO_INIT;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
-        tk__pass_on(kc, &p, true, 0, s2, A2, NULL, pack, NULL);
+        tk__pass_on(threads, &p, true, 0, s2, A2, NULL, pack, NULL);
         /* One more rounding per term than the contract has. */
         tk__acc r = f32;
         r.rounded_products = true;
@@ -370,7 +372,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
             continue;
         tried[n_tried++] = end;
         p.k_end = end;
-        tk__pass_on(kc, &p, false, 0, s2, A2, NULL, pack, NULL);
+        tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL);
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
@@ -379,7 +381,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
      * order, errs by the candidate's amount (root mean square, compared on
      * a log scale) is named. */
     p.k_end = c->depth;
-    tk__pass_on(kc, &p, false, 0, s2, A2, NULL, pack, NULL);
+    tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL);
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
     double e_cand = tk__rms(cand, s, count), best = INFINITY;
@@ -391,7 +393,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, tk__pa
         r.probabilistic = true;
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        tk__pass_on(kc, &p, false, narrow[i], NULL, NULL, NULL, pack, sim);
+        tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim);
         double d = fabs(log(e_cand / tk__rms(sim, s, count)));
         if (d < best) {
             best = d;
@@ -430,8 +432,9 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
     if (!tk__mul(m, k, &mk) || !tk__mul(k, reduce == TK__REDUCE_MATMUL ? n : 0, &kn) ||
         !tk__mul(m, n, &mn) || mk > INT64_MAX - kn ||
         !tk__mul(mk + kn, tk_dtype_size(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
-        n > INT64_MAX / (8 * 3 * TK__KC * TK_KERNEL_MAX_THREADS) - TK__MC ||
-        (pack = tk__pack_doubles(n) * 8 * TK_KERNEL_MAX_THREADS, in_bytes > INT64_MAX - mn) ||
+        !tk__mul(n / TK__NR + 1, TK__KC * TK__NR * 3, &pack) ||
+        !tk__add(pack, TK__MC * TK__KC * 3, &pack) ||
+        !tk__mul(pack, 8 * TK_KERNEL_MAX_THREADS, &pack) || in_bytes > INT64_MAX - mn ||
         in_bytes + mn > INT64_MAX - pack || (uint64_t)(in_bytes + mn + pack) > SIZE_MAX)
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_reduction_case: %lld x %lld x %lld "
                         "overflows the audit's working memory", (long long)m, (long long)k,
@@ -445,7 +448,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     const tk_kernel *kc = a->k;
     bool mm = kc->reduce == TK__REDUCE_MATMUL;
     int64_t m = c->rows, n = c->cols, k = c->depth, mk = m * k, kn = mm ? k * n : 0;
-    int64_t count = m * n;
+    int64_t count = m * n, threads = tk__pass_threads(kc, m);
     size_t es = (size_t)tk_dtype_size(c->dtype), eo = (size_t)tk_dtype_size(c->out_dtype);
     /* One block: stored inputs and output, promoted inputs, the candidate
      * and the oracle's cast in f32, five float64 planes (the oracle, its
@@ -455,7 +458,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     size_t sizes[] = {(size_t)(mk + kn) * es, (size_t)count * eo,
                       (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
                       5 * (size_t)count * sizeof(double),
-                      (size_t)(tk__pass_threads(kc, m) * tk__pack_doubles(n)) * sizeof(double)};
+                      (size_t)(threads * tk__pack_doubles(n)) * sizeof(double)};
     size_t off[7] = {0};
     for (int i = 0; i < 6; i++)
         off[i + 1] = off[i] + (sizes[i] + 63) / 64 * 64;
@@ -491,7 +494,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         bool exact = c->dtype == TK_DTYPE_F32;
         tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
                       c->dtype, k};
-        tk__pass_on(kc, &p, false, 0, s, A, exact ? NULL : o, pack, NULL);
+        tk__pass_on(threads, &p, false, 0, s, A, exact ? NULL : o, pack, NULL);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         for (int64_t e = 0; e < count; e++) {
             want[e] = tk__round_to(c->out_dtype, (float)s[e]);
@@ -520,7 +523,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         res->scale = (float)scale;
         res->diagnosis = TK_SCHEDULE_NOT_RUN;
         if (!tk__case_passed(res))
-            res->diagnosis = tk__diagnose_reduction(c, kc, p, cand, want, s, s2, A2, pack,
+            res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, s2, A2,
+                                                    pack,
                                                     so32);
     }
     tk_matrix_destroy(in[0]);

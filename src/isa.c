@@ -8,6 +8,9 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#if TK__ISA_X86
+#include <cpuid.h>
+#endif
 
 static const char *const tk__isa_names[TK__N_ISA] = {"portable", "avx2", "avx512"};
 
@@ -16,9 +19,12 @@ static int tk__isa_cpu(void)
 {
 #if TK__ISA_X86
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
-                __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+    /* F16C from cpuid: clang's __builtin_cpu_supports does not know it. */
+    unsigned eax, ebx, ecx = 0, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c &&
+                __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+                __builtin_cpu_supports("popcnt");
     bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                   __builtin_cpu_supports("avx512bw") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
