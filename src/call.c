@@ -69,10 +69,20 @@ static int tk__not_running(const char *fn, const void *h)
                                       "be changed or run again", fn) : TK_OK;
 }
 
+static void tk__plan_free(tk__plan *p)
+{
+    free(p->idx);
+    free(p->grid);
+    p->idx = p->grid = NULL;
+}
+
 void tk_call_destroy(tk_call *c)
 {
-    if (c)
+    if (c) {
         free(c->work);
+        free(c->wrote);
+        tk__plan_free(&c->plan);
+    }
     free(c);
 }
 
@@ -115,7 +125,7 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
         for (int a = 0; a <= c->rank; a++)
             s.map[r][a] = map ? map[r * (c->rank + 1) + a] : (a == r);
     (kind == TK_CALL_INPUT ? c->in : c->out)[*n] = s;
-    c->ran = false;
+    c->ran = c->planned = false;
     return (*n)++;
 }
 
@@ -147,7 +157,7 @@ int tk_call_set_map(tk_call *c, int kind, int index, tk_index_map_fn fn, void *u
     tk__spec *s = kind == TK_CALL_INPUT ? &c->in[index] : &c->out[index];
     s->fn = fn;
     s->user = user;
-    c->ran = false;
+    c->ran = c->planned = false;
     return TK_OK;
 }
 
@@ -164,7 +174,7 @@ int tk_call_set_dimension(tk_call *c, int axis, int semantics)
         return tk__fail(TK_EINVAL, "tk_call_set_dimension: semantics %d is not "
                         "TK_DIM_PARALLEL or TK_DIM_ARBITRARY", semantics);
     c->semantics[axis] = semantics;
-    c->ran = false;
+    c->ran = c->planned = false;
     return TK_OK;
 }
 
@@ -321,14 +331,13 @@ static int tk__check_revisits(const tk_call *c, const tk__plan *p, int o)
     return rc;
 }
 
-void tk__plan_free(tk__plan *p)
+/* Build c's plan, kept (planned) when every map is affine: a callback may
+ * answer differently from run to run, so its maps are asked on each. */
+static int tk__make_plan(tk_call *c)
 {
-    free(p->idx);
-    free(p->grid);
-}
-
-static int tk__make_plan(const tk_call *c, tk__plan *p)
-{
+    tk__plan *p = &c->plan;
+    tk__plan_free(p);
+    c->planned = false;
     p->n = c->n_in + c->n_out;
     size_t idx_bytes, grid_bytes;
     int rc = tk__bytes(c->steps, (int64_t)p->n * 2, sizeof(int64_t), &idx_bytes);
@@ -357,6 +366,9 @@ static int tk__make_plan(const tk_call *c, tk__plan *p)
             tk__plan_free(p);
             return rc;
         }
+    c->planned = true;
+    for (int o = 0; o < p->n; o++)
+        c->planned = c->planned && !(o < c->n_in ? c->in[o] : c->out[o - c->n_in]).fn;
     return TK_OK;
 }
 
@@ -619,8 +631,7 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
 static void tk__run_free(tk__run *run, int n)
 {
     for (int o = 0; o < n; o++)
-        free(run->blocks[o]);
-    free(run->wrote);  /* undo is the call's own buffer */
+        free(run->blocks[o]);  /* undo and wrote are the call's own buffers */
 }
 
 static int tk__run_alloc(tk_call *c, int n, tk__run *run)
@@ -651,8 +662,13 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run)
         c->work = malloc(undo);
         c->work_bytes = c->work ? undo : 0;
     }
+    if (c->wrote_bytes < wrote || !c->wrote) {
+        free(c->wrote);
+        c->wrote = malloc(wrote ? wrote : 1);
+        c->wrote_bytes = c->wrote ? wrote : 0;
+    }
     run->undo = c->work;
-    run->wrote = malloc(wrote ? wrote : 1);
+    run->wrote = c->wrote;
     if (!run->undo || !run->wrote) {
         tk__run_free(run, n);
         return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for %zu bytes of saved "
@@ -687,7 +703,7 @@ int tk__call_as(int rc, const char *fn)
 }
 
 int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
-                  tk_matrix *const *outputs, tk__plan *p)
+                  tk_matrix *const *outputs, const tk__plan **p)
 {
     int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
     if (rc || (rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
@@ -698,9 +714,13 @@ int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int 
                         "tk_call_add_output");
     if (c->running)
         return tk__not_running("tk_call_run", c);
-    c->running = true;  /* the index maps run */
-    rc = tk__make_plan(c, p);
-    c->running = false;
+    if (!c->planned) {
+        c->running = true;  /* the index maps run */
+        rc = tk__make_plan(c);
+        c->running = false;
+    }
+    if (!rc)
+        *p = &c->plan;
     return rc;
 }
 
@@ -730,13 +750,9 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
 static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
                     int n_outputs, tk_matrix *const *outputs, float fill)
 {
-    tk__plan p;
+    const tk__plan *p;
     int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &p);
-    if (!rc) {
-        rc = tk__call_execute(c, &p, inputs, outputs, fill);
-        tk__plan_free(&p);
-    }
-    return rc;
+    return rc ? rc : tk__call_execute(c, p, inputs, outputs, fill);
 }
 
 float tk__call_fill(const tk_call *c)

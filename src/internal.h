@@ -400,6 +400,12 @@ typedef struct tk__spec {
     void *user;
 } tk__spec;
 
+typedef struct tk__plan {
+    int n;                  /* operands: inputs, then outputs */
+    int64_t *idx;           /* steps x n x 2 block indices */
+    int64_t *grid;          /* steps x rank grid indices */
+} tk__plan;
+
 struct tk_call {
     int rank;
     int64_t grid[TK_CALL_MAX_RANK];
@@ -415,26 +421,25 @@ struct tk_call {
     float pad_value;           /* for TK_PAD_VALUE */
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
-    /* The saved-output buffer, kept across runs (fresh pages would fault on
-     * each); a call runs one run at a time, so no run needs another. */
-    void *work;
-    size_t work_bytes;
+    /* The saved-output buffer and the list of blocks written back, kept
+     * across runs (fresh pages would fault on each); a call runs one run at
+     * a time, so no run needs another. */
+    void *work, *wrote;
+    size_t work_bytes, wrote_bytes;
+    /* The last plan, kept while planned: every map is affine and nothing
+     * that shapes the plan has changed since it was made. */
+    tk__plan plan;
+    bool planned;
 };
 
-typedef struct tk__plan {
-    int n;                  /* operands: inputs, then outputs */
-    int64_t *idx;           /* steps x n x 2 block indices */
-    int64_t *grid;          /* steps x rank grid indices */
-} tk__plan;
-
 /* tk_call_run in two halves: check the matrices and compute (and check)
- * every block index, then execute the plan; the pipeline simulates a plan
- * between the two.  fill is what past-edge input reads see. */
+ * every block index, or take the kept plan, then execute the plan; the
+ * pipeline simulates a plan between the two.  *p is the call's own, valid
+ * until the call next changes.  fill is what past-edge input reads see. */
 int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
-                  tk_matrix *const *outputs, tk__plan *p);
+                  tk_matrix *const *outputs, const tk__plan **p);
 int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
                      tk_matrix *const *outputs, float fill);
-void tk__plan_free(tk__plan *p);
 float tk__call_fill(const tk_call *c);
 /* rc, with the message of a failed tk__call_* call renamed to fn's. */
 int tk__call_as(int rc, const char *fn);

@@ -882,7 +882,7 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
         return tk__fail(TK_ESTATE, "tk_pipeline_run_call: this pipeline runs a tk_kernel; "
                         "run it with tk_pipeline_run");
     tk_call *c = p->call;
-    tk__plan plan;
+    const tk__plan *plan;
     int rc = tk__call_as(tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &plan),
                          "tk_pipeline_run_call");
     if (rc)
@@ -895,12 +895,11 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
                           tk_device_kind(p->d), tk_device_is_simulated(p->d)
                           ? "a simulated profile" : "driven by the caller");
         else
-            rc = tk__call_as(tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c)),
+            rc = tk__call_as(tk__call_execute(c, plan, inputs, outputs, tk__call_fill(c)),
                              "tk_pipeline_run_call");
-        tk__plan_free(&plan);
         return rc;
     }
-    int n = plan.n;
+    int n = plan->n;
     tk__flow f = {.n_in = c->n_in, .n_out = c->n_out, .steps = c->steps,
                   .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run_call"};
     for (int o = 0; o < n; o++) {
@@ -921,23 +920,20 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
         !(rc = tk__bytes(f.steps, n, sizeof *f.use, &bytes)) && !(f.use = malloc(bytes)))
         rc = tk__fail(TK_ENOMEM, "tk_pipeline_run_call: out of memory for a %lld-step "
                       "schedule", (long long)f.steps);
-    if (rc) {
-        tk__plan_free(&plan);
+    if (rc)
         return rc;
-    }
     /* Number each operand's blocks: a new one whenever the index changes. */
     for (int64_t k = 0; k < f.steps; k++)
         for (int o = 0; o < n; o++) {
-            const int64_t *b = &plan.idx[(k * n + o) * 2];
+            const int64_t *b = &plan->idx[(k * n + o) * 2];
             bool same = k > 0 && b[0] == b[-2 * n] && b[1] == b[-2 * n + 1];
             f.use[k * n + o] = k == 0 ? 0 : f.use[(k - 1) * n + o] + !same;
         }
     rc = tk__simulate(p, &f);
     free(f.use);
     if (!rc)
-        rc = tk__call_as(tk__call_execute(c, &plan, inputs, outputs, tk__call_fill(c)),
+        rc = tk__call_as(tk__call_execute(c, plan, inputs, outputs, tk__call_fill(c)),
                          "tk_pipeline_run_call");
-    tk__plan_free(&plan);
     return rc;
 }
 

@@ -1000,3 +1000,51 @@ Test(call, an_output_too_large_to_address_is_refused)
                      "1099511627776 float32"), "%s", tk_last_error_message());
     tk_call_destroy(c);
 }
+
+/* The plan an affine call makes is kept between runs, and remade after a
+ * change that shapes it: here a k axis declared parallel after a run, which
+ * the next run must refuse.  A callback map is asked again on every run. */
+static int counted_map(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)rank;
+    ++*(int *)user;
+    *br = g[0];
+    *bc = g[2];   /* x's block (i, k) */
+    return 0;
+}
+
+Test(call, a_kept_plan_is_remade_after_a_change)
+{
+    enum { M = 16, N = 128, K = 32 };
+    float *x = ints(M * K, 3), *y = ints(K * N, 4);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, M, K, x), from(TK_DTYPE_F32, K, N, y)};
+    tk_matrix *out = blank(TK_DTYPE_F32, M, N);
+    tk_call *c = matmul_call(TK_DTYPE_F32, M, N, K, 8, 128, 8);
+    for (int run = 0; run < 2; run++)
+        tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    tkt_expect_status(tk_call_set_dimension(c, 2, TK_DIM_PARALLEL), TK_OK);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "parallel axis 2"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_call_set_dimension(c, 2, TK_DIM_ARBITRARY), TK_OK);
+    int asked = 0;
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_INPUT, 0, counted_map, &asked), TK_OK);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    int once = asked;
+    cr_assert_eq(once, 2 * 1 * 4, "one question per step: %d", once);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    cr_assert_eq(asked, 2 * once);
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t col = 0; col < N; col++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                s += x[r * K + k] * y[k * N + col];
+            cr_assert_eq(tkt_bits(at(out, r, col)), tkt_bits(s));
+        }
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    free(x);
+    free(y);
+}
