@@ -442,6 +442,48 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
     return TK_OK;
 }
 
+/* One thread's rows [r0, r1) of the passes after the oracle: the oracle's
+ * cast and the original reference in f32, the largest error/bound ratio,
+ * the two comparisons and the largest parts of the gap (a NaN passed over,
+ * as fmax does).  Each is folded with the next rows' in row order. */
+typedef struct {
+    tk__acc acc;
+    int64_t r0, r1, n, k;
+    int out_dtype;
+    const float *cand;
+    float *want, *so32;
+    const double *s, *A, *o;   /* o NULL: float32 inputs, no input part */
+    tk__cmp impl, gap;
+    double worst, bound, in_part, out_part, scale;
+    int64_t at;
+} tk__post;
+
+static void *tk__post_run(void *arg)
+{
+    tk__post *t = arg;
+    int64_t e0 = t->r0 * t->n, e1 = t->r1 * t->n;
+    for (int64_t e = e0; e < e1; e++) {
+        t->want[e] = tk__round_to(t->out_dtype, (float)t->s[e]);
+        t->so32[e] = (float)(t->o ? t->o[e] : t->s[e]);
+    }
+    t->at = 0;
+    t->bound = 0.0;
+    t->worst = tk__worst(&t->acc, t->k, e1 - e0, t->cand + e0, t->want + e0, t->s + e0,
+                         t->A + e0, &t->at, &t->bound);
+    t->at += e0;
+    tk__cmp_rows(&t->impl, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->want + e0);
+    tk__cmp_rows(&t->gap, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->so32 + e0);
+    t->in_part = t->out_part = t->scale = 0.0;
+    for (int64_t e = e0; e < e1; e++) {
+        double vi = t->o ? fabs(t->o[e] - t->s[e]) : 0.0,
+               vo = fabs((double)t->cand[e] - t->s[e]), vs = fabs(t->so32[e]);
+        t->in_part = vi > t->in_part ? vi : t->in_part;
+        t->out_part = vo > t->out_part ? vo : t->out_part;
+        t->scale = vs > t->scale ? vs : t->scale;
+    }
+    return NULL;
+}
+
 int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
 {
     const tk__case *c = &a->cases[index];
@@ -462,10 +504,15 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     size_t off[7] = {0};
     for (int i = 0; i < 6; i++)
         off[i + 1] = off[i] + (sizes[i] + 63) / 64 * 64;
-    char *mem = malloc(off[6]);
-    if (!mem)
-        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of case %lld",
-                        off[6], (long long)index);
+    if (a->work_bytes < off[6]) {   /* kept in the audit: fresh pages fault */
+        free(a->work);
+        a->work_bytes = 0;
+        if (!(a->work = malloc(off[6])))
+            return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of case "
+                            "%lld", off[6], (long long)index);
+        a->work_bytes = off[6];
+    }
+    char *mem = a->work;
     char *stored = mem, *outp = mem + off[1];
     float *px = (float *)(void *)(mem + off[2]), *py = mm ? px + mk : NULL;
     float *cand = (float *)(void *)(mem + off[3]), *want = cand + count, *so32 = want + count;
@@ -496,31 +543,47 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
                       c->dtype, k};
         tk__pass_on(threads, &p, false, 0, s, A, exact ? NULL : o, pack, NULL);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
-        for (int64_t e = 0; e < count; e++) {
-            want[e] = tk__round_to(c->out_dtype, (float)s[e]);
-            so32[e] = (float)(exact ? s[e] : o[e]);
-        }
-        tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
-        int64_t at = 0;
-        res->bounded = true;
-        res->ratio = tk__worst(&acc, k, count, cand, want, s, A, &at, &res->bound);
-        res->ratio_row = at / n;
-        res->ratio_col = at % n;
         int d = tk__gap_dtype(c);
-        tk__cmp_init(&res->impl, c->out_dtype, 0.0, 0.0, 0, TK_NAN_MATCH, true);
-        tk__cmp_init(&res->gap, c->out_dtype, a->gap_atol[d], a->gap_rtol[d], -1,
-                     TK_NAN_MATCH, false);
-        tk__cmp_rows(&res->impl, 0, 0, m, n, cand, want);
-        tk__cmp_rows(&res->gap, 0, 0, m, n, cand, so32);   /* so32 is free after this */
-        double in_part = 0.0, out_part = 0.0, scale = 0.0;
-        for (int64_t e = 0; e < count; e++) {
-            in_part = exact ? 0.0 : fmax(in_part, fabs(o[e] - s[e]));
-            out_part = fmax(out_part, fabs((double)cand[e] - s[e]));
-            scale = fmax(scale, fabs(so32[e]));
+        tk__post one, *post = threads > 1 ? malloc((size_t)threads * sizeof *post) : NULL;
+        int64_t nt = post ? threads : 1;
+        if (!post)
+            post = &one;
+        for (int64_t t = 0; t < nt; t++) {
+            post[t] = (tk__post){.acc = tk__acc_of(kc->reduce, c->dtype, kc->accum,
+                                                   c->out_dtype),
+                                 .r0 = m * t / nt, .r1 = m * (t + 1) / nt, .n = n, .k = k,
+                                 .out_dtype = c->out_dtype, .cand = cand, .want = want,
+                                 .so32 = so32, .s = s, .A = A, .o = exact ? NULL : o};
+            tk__cmp_init(&post[t].impl, c->out_dtype, 0.0, 0.0, 0, TK_NAN_MATCH, true);
+            tk__cmp_init(&post[t].gap, c->out_dtype, a->gap_atol[d], a->gap_rtol[d], -1,
+                         TK_NAN_MATCH, false);
         }
-        res->input_part = (float)in_part;
-        res->output_part = (float)out_part;
-        res->scale = (float)scale;
+        tk__fan_out(post, sizeof *post, nt, tk__post_run);
+        /* Fold in row order: a tie keeps the earlier row's position. */
+        for (int64_t t = 1; t < nt; t++) {
+            tk__cmp_merge(&post[0].impl, &post[t].impl);
+            tk__cmp_merge(&post[0].gap, &post[t].gap);
+            if (post[t].worst > post[0].worst) {
+                post[0].worst = post[t].worst;
+                post[0].at = post[t].at;
+                post[0].bound = post[t].bound;
+            }
+            post[0].in_part = fmax(post[0].in_part, post[t].in_part);
+            post[0].out_part = fmax(post[0].out_part, post[t].out_part);
+            post[0].scale = fmax(post[0].scale, post[t].scale);
+        }
+        res->bounded = true;
+        res->ratio = post[0].worst;
+        res->bound = post[0].bound;
+        res->ratio_row = post[0].at / n;
+        res->ratio_col = post[0].at % n;
+        res->impl = post[0].impl;
+        res->gap = post[0].gap;
+        res->input_part = (float)post[0].in_part;
+        res->output_part = (float)post[0].out_part;
+        res->scale = (float)post[0].scale;
+        if (post != &one)
+            free(post);
         res->diagnosis = TK_SCHEDULE_NOT_RUN;
         if (!tk__case_passed(res))
             res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, s2, A2,
@@ -530,6 +593,5 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     tk_matrix_destroy(in[0]);
     tk_matrix_destroy(in[1]);
     tk_matrix_destroy(out);
-    free(mem);
     return rc;
 }
