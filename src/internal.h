@@ -584,6 +584,30 @@ static inline bool tk__case_passed(const tk__case_result *r)
     return r->bounded ? r->ratio <= 1.0 : r->impl.mismatches == 0;
 }
 
+/* What one pass of the reduction oracle (oracle.c) computes: per output
+ * element the oracle sum, the sum of magnitudes and (for the gap) the
+ * original data's sum. */
+typedef struct {
+    int64_t m, k, n;
+    const float *x, *y;    /* stored inputs promoted to f32; y NULL: a row sum */
+    const float *ox, *oy;  /* the originals; ox NULL: not wanted (f32 inputs) */
+    int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
+    int64_t k_end;         /* terms [0, k_end) */
+} tk__pass;
+
+/* The blocking of a matmul pass: KC terms at a time, MC rows of x packed
+ * per block, output tiles of 2 rows by NR columns held in registers. */
+enum { TK__KC = 128, TK__MC = 64, TK__NR = 8 };
+
+/* Doubles of packing scratch one thread's tk__oracle_sums needs for n
+ * columns. */
+int64_t tk__pack_doubles(int64_t n);
+/* Per output element, in float64: the oracle s, the sum of magnitudes A
+ * and (o not NULL) the original data's sum, over the terms [0, k_end); with
+ * round, each product rounded to p->dtype first (no o). */
+void tk__oracle_sums(const tk__pass *p, bool round, double *s, double *A, double *o,
+                     double *pack);
+
 /* Audit one reduction case (bound.c): stored inputs, the candidate, the
  * float64 oracle and bound, the gap, the diagnosis. */
 int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res);

@@ -1,0 +1,150 @@
+/* oracle.c - the float64 oracle of reduction audits (bound.c): per output
+ * element the sum of the stored inputs' products, of their magnitudes and
+ * of the original inputs' products.
+ *
+ * This file alone is compiled with FMA contraction (the Makefile): every
+ * product here is of two floats, exact in float64, so a fused multiply-add
+ * rounds exactly as the separate add does, and each path gives the portable
+ * C's bits (tests/python/test_isa.py compares the reports).  Where a CPU's
+ * adds and multiplies share ports (Intel's), fusing halves the work. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Doubles of packing scratch one thread's pass needs for n columns: a
+ * KC-term panel of y (value, magnitude, original) per NR columns, and one
+ * of x (the same three) per row of an MC block. */
+int64_t tk__pack_doubles(int64_t n)
+{
+    return TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC * TK__KC * 3;
+}
+
+/* Four doubles (one AVX2 register); aligned(8) so that a packed panel
+ * needs no more.  Eight would be one AVX-512 register, but gcc spills them
+ * on the other paths. */
+typedef double tk__d4 __attribute__((vector_size(32), aligned(8)));
+
+/* One output tile of 2 rows by NR = 8 columns: the sums over kc terms of
+ * x y, |x| |y| and, when orig, ox oy, into acc (per sum and row, two
+ * halves).  xp holds per term (x, |x|, ox) of each row, yp per term the NR
+ * values of y, |y| and oy. */
+static inline __attribute__((always_inline)) void tk__tile(const double *xp, const double *yp,
+                                                           int64_t kc, bool orig, tk__d4 *acc)
+{
+    tk__d4 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, a00 = {0}, a01 = {0}, a10 = {0},
+           a11 = {0}, o00 = {0}, o01 = {0}, o10 = {0}, o11 = {0};
+    for (int64_t k = 0; k < kc; k++, xp += 6, yp += 3 * TK__NR) {
+        const tk__d4 *v = (const tk__d4 *)yp;
+        s00 += xp[0] * v[0];
+        s01 += xp[0] * v[1];
+        s10 += xp[3] * v[0];
+        s11 += xp[3] * v[1];
+        a00 += xp[1] * v[2];
+        a01 += xp[1] * v[3];
+        a10 += xp[4] * v[2];
+        a11 += xp[4] * v[3];
+        if (orig) {
+            o00 += xp[2] * v[4];
+            o01 += xp[2] * v[5];
+            o10 += xp[5] * v[4];
+            o11 += xp[5] * v[5];
+        }
+    }
+    acc[0] = s00, acc[1] = s01, acc[2] = s10, acc[3] = s11;
+    acc[4] = a00, acc[5] = a01, acc[6] = a10, acc[7] = a11;
+    acc[8] = o00, acc[9] = o01, acc[10] = o10, acc[11] = o11;
+}
+
+/* Per output element, in float64: the oracle s, the sum of magnitudes A
+ * (for the bound) and the original data's sum o (for the gap), over the
+ * terms [0, k_end).  The products of two floats are exact in float64, so
+ * only the additions round; each element's terms are added in a fixed
+ * order (blocks of KC in k order, each block's sum added to the running
+ * one), whatever the path or the split of rows between threads.  A matmul
+ * packs y by KC-term panels of NR columns and x by MC-row blocks, and keeps
+ * each 2 x NR tile's sums in registers over a panel.  round: each product
+ * rounded to p->dtype first (a diagnosis pass; no o). */
+TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
+                       double *pack), (p, round, s, A, o, pack))
+{
+    int64_t n = p->n, m = p->m;
+    memset(s, 0, (size_t)(m * n) * sizeof *s);
+    memset(A, 0, (size_t)(m * n) * sizeof *A);
+    if (o)
+        memset(o, 0, (size_t)(m * n) * sizeof *o);
+    if (!p->y) {   /* a row sum: one column */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < p->k_end; k++) {
+                s[i] += p->x[i * p->k + k];
+                A[i] += fabsf(p->x[i * p->k + k]);
+                if (o)
+                    o[i] += p->ox[i * p->k + k];
+            }
+        return;
+    }
+    if (round) {   /* the diagnosis only: row by row, k in order */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t k = 0; k < p->k_end; k++) {
+                double a = p->x[i * p->k + k];
+                const float *yk = p->y + k * n;
+                for (int64_t j = 0; j < n; j++) {
+                    float t = tk__round_to(p->dtype, (float)(a * yk[j]));
+                    s[i * n + j] += t;
+                    A[i * n + j] += fabsf(t);
+                }
+            }
+        return;
+    }
+    int64_t tiles = (n + TK__NR - 1) / TK__NR;
+    double *yp = pack, *xp = pack + TK__KC * tiles * TK__NR * 3;
+    for (int64_t k0 = 0; k0 < p->k_end; k0 += TK__KC) {
+        int64_t kc = p->k_end - k0 < TK__KC ? p->k_end - k0 : TK__KC;
+        for (int64_t t = 0; t < tiles; t++)
+            for (int64_t k = 0; k < kc; k++) {
+                double *d = yp + (t * kc + k) * 3 * TK__NR;
+                const float *yk = p->y + (k0 + k) * n, *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
+                for (int64_t c = 0; c < TK__NR; c++) {
+                    int64_t j = t * TK__NR + c;
+                    d[c] = j < n ? yk[j] : 0.0;
+                    d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
+                    d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
+                }
+            }
+        for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
+            int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
+            for (int64_t r = 0; r < (mc + 1) / 2 * 2; r++)   /* an odd block's last row pads */
+                for (int64_t k = 0; k < kc; k++) {
+                    double *d = xp + ((r / 2 * kc + k) * 2 + r % 2) * 3;
+                    bool in = r < mc;
+                    float v = in ? p->x[(i0 + r) * p->k + k0 + k] : 0.0f;
+                    d[0] = v;
+                    d[1] = fabsf(v);
+                    d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + k] : 0.0;
+                }
+            for (int64_t t = 0; t < tiles; t++)
+                for (int64_t r = 0; r < mc; r += 2) {
+                    tk__d4 acc[12];
+                    if (o)
+                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, true, acc);
+                    else
+                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, false, acc);
+                    for (int64_t h = 0; h < 2 && r + h < mc; h++) {
+                        int64_t at = (i0 + r + h) * n + t * TK__NR;
+                        for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
+                            s[at + c] += acc[2 * h + c / 4][c % 4];
+                            A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
+                            if (o)
+                                o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
+                        }
+                    }
+                }
+        }
+    }
+}
+
+void tk__oracle_sums(const tk__pass *p, bool round, double *s, double *A, double *o,
+                     double *pack)
+{
+    tk__sums(p, round, s, A, o, pack);
+}
