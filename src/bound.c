@@ -297,6 +297,70 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
     return TK_OK;
 }
 
+/* The candidate and the oracle's main pass share the threads: the calling
+ * thread runs the candidate while the others take chunks of rows of the
+ * oracle's sums, then it takes chunks too.  A chunk's sums are the same
+ * whichever thread computes it, and the two touch disjoint memory (the
+ * oracle reads the promoted copies of the inputs, not the candidate's). */
+typedef struct {
+    const tk__pass *p;
+    double *s, *A, *o, *pack;
+    int64_t chunk;
+    _Atomic int64_t *next;
+    atomic_bool *stop;                 /* the candidate failed */
+    tk_audit *a;                       /* item 0, the calling thread: the candidate */
+    const tk_matrix *const *in;
+    tk_matrix *out;
+    int cb;
+} tk__share;
+
+static void *tk__share_run(void *arg)
+{
+    tk__share *w = arg;
+    if (w->a && (w->cb = w->a->fn(w->a->user, w->in, w->out))) {
+        atomic_store(w->stop, true);
+        return NULL;
+    }
+    const tk__pass *p = w->p;
+    while (!atomic_load(w->stop)) {
+        int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk;
+        if (r0 >= p->m)
+            break;
+        tk__pass q = *p;
+        q.m = r0 + w->chunk < p->m ? w->chunk : p->m - r0;
+        q.x = p->x + r0 * p->k;
+        q.ox = p->ox ? p->ox + r0 * p->k : NULL;
+        tk__oracle_sums(&q, false, w->s + r0 * p->n, w->A + r0 * p->n,
+                        w->o ? w->o + r0 * p->n : NULL, w->pack);
+    }
+    return NULL;
+}
+
+/* Run the candidate and the oracle's sums on `threads` threads (pack holds
+ * as many scratches); the candidate's return value. */
+static int tk__candidate_and_oracle(tk_audit *a, int64_t threads, const tk_matrix *const *in,
+                                    tk_matrix *out, const tk__pass *p, double *s, double *A,
+                                    double *o, double *pack)
+{
+    _Atomic int64_t next = 0;
+    atomic_bool stop = false;
+    /* About four chunks a thread: each repacks y, so not many more. */
+    int64_t chunk = threads > 1 ? (p->m + 4 * threads - 1) / (4 * threads) : p->m;
+    chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
+    tk__share one, *w = threads > 1 ? malloc((size_t)threads * sizeof *w) : NULL;
+    int64_t n = w ? threads : 1;
+    if (!w)
+        w = &one;
+    for (int64_t t = 0; t < n; t++)
+        w[t] = (tk__share){p, s, A, o, pack + t * tk__pack_doubles(p->n), chunk, &next, &stop,
+                           t ? NULL : a, in, out, 0};
+    tk__fan_out(w, sizeof *w, n, tk__share_run);
+    int cb = w[0].cb;
+    if (w != &one)
+        free(w);
+    return cb;
+}
+
 /* One thread's rows [r0, r1) of the passes after the oracle: the oracle's
  * cast and the original reference in f32, the largest error/bound ratio,
  * the two comparisons and the largest parts of the gap (a NaN passed over,
@@ -382,21 +446,21 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         rc = tk_matrix_wrap(&in[1], c->dtype, k, n, n, stored + (size_t)mk * es);
     if (!rc)
         rc = tk_matrix_wrap(&out, c->out_dtype, m, n, n, outp);
+    /* float32 inputs are stored as they are: the original reference is the
+     * oracle itself, and the gap has no input part. */
+    bool exact = c->dtype == TK_DTYPE_F32;
+    tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
+                  c->dtype, k};
     if (!rc) {
         memset(outp, 0xFF, (size_t)count * eo);   /* NaN, so unwritten elements show */
-        int cb = a->fn(a->user, (const tk_matrix *const *)in, out);
+        int cb = tk__candidate_and_oracle(a, threads, (const tk_matrix *const *)in, out, &p,
+                                          s, A, exact ? NULL : o, pack);
         if (cb)
             rc = tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld (%lldx%lldx%lld "
                           "%s)", cb, (long long)index, (long long)m, (long long)k,
                           (long long)n, tk_dtype_name(c->dtype));
     }
     if (!rc) {
-        /* float32 inputs are stored as they are: the original reference
-         * is the oracle itself, and the gap has no input part. */
-        bool exact = c->dtype == TK_DTYPE_F32;
-        tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
-                      c->dtype, k};
-        tk__pass_on(threads, &p, false, 0, s, A, exact ? NULL : o, pack, NULL);
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         int d = tk__gap_dtype(c);
         tk__post one, *post = threads > 1 ? malloc((size_t)threads * sizeof *post) : NULL;

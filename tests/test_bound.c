@@ -443,3 +443,38 @@ Test(bound, threads_give_the_same_report)
         cr_assert_str_eq(text[0], text[1], "candidate %zu", h);
     }
 }
+
+/* A candidate that fails stops the run with TK_ECALLBACK, on one thread or
+ * while other threads compute the oracle beside it; the audit runs again. */
+static int fails(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user, (void)in, (void)out;
+    return 7;
+}
+
+Test(bound, a_failing_candidate_stops_the_oracle_too)
+{
+    static float x[EM * EK], y[EK * EN];   /* 69 rows: three threads of 23 */
+    tkt_fill(x, EM * EK, 8);
+    tkt_fill(y, EK * EN, 9);
+    const float *orig[2] = {x, y};
+    struct how h = {128, false, false};
+    for (int threads = 1; threads <= 3; threads += 2) {
+        tk_kernel *k;
+        tk_audit *a;
+        cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+        cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, EM, EK, EN,
+                                                 orig), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, fails, NULL), TK_OK);
+        tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+        cr_assert(strstr(tk_last_error_message(), "candidate returned 7"), "%s",
+                  tk_last_error_message());
+        cr_assert_eq(tk_audit_set_candidate(a, matmul, &h), TK_OK);
+        cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+        cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), 1.0);
+        tk_audit_destroy(a);
+        tk_kernel_destroy(k);
+    }
+}

@@ -60,6 +60,28 @@ static int one_off(void *user, const tk_matrix *const *in, tk_matrix *out)
     return rc;
 }
 
+/* A plain matmul of the stored inputs in float32, cast once: a reduction
+ * candidate that runs while the audit's threads compute the oracle. */
+static int matmul_of(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    int64_t m = tk_matrix_rows(in[0]), k = tk_matrix_cols(in[0]), n = tk_matrix_cols(in[1]);
+    float *x = malloc(sizeof(float) * (size_t)(m * k));
+    float *y = malloc(sizeof(float) * (size_t)(k * n));
+    int rc = !x || !y || tk_matrix_to_f32(in[0], x, k) || tk_matrix_to_f32(in[1], y, n);
+    float *o = tk_matrix_data(out);
+    for (int64_t i = 0; !rc && i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < k; kk++)
+                acc += x[i * k + kk] * y[kk * n + j];
+            o[i * n + j] = acc;
+        }
+    free(x);
+    free(y);
+    return rc;
+}
+
 static const char *threaded_runs(void)
 {
     enum { R = 333, C = 600 };
@@ -108,6 +130,16 @@ static const char *threaded_runs(void)
         tk_audit_destroy(a);
         a = NULL;
     }
+    /* A matmul audit: the candidate on this thread while two others start
+     * the oracle's sums, then all three. */
+    tk_kernel *mm = NULL;
+    if (!why && (tk_kernel_matmul(&mm) || tk_kernel_set(mm, TK_KERNEL_THREADS, 3) ||
+                 tk_audit_create(&a, mm) || tk_audit_set_candidate(a, matmul_of, NULL) ||
+                 tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, 64, 96, 40, orig) ||
+                 tk_audit_run(a)))
+        why = "a matmul audit on three threads";
+    tk_audit_destroy(a);
+    tk_kernel_destroy(mm);
     free(ox);
     free(oy);
     tk_tiling_destroy(t);
