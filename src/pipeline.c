@@ -493,13 +493,24 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
         tk__figure(p, TK_DEVICE_COPY_ENGINES, &engines) ||
         tk__figure(p, TK_DEVICE_COMPUTE_ELEMS_PER_S, &rate))
         return TK_OK;   /* nothing modeled; the stats say why */
+    /* The op that last started each operand's block (blocks number from 0
+     * to at most steps - 1), or -1: what a wait waits for. */
+    int n = f->n_in + f->n_out;
+    size_t last_bytes;
+    if (tk__bytes(p->steps, n, sizeof(int64_t), &last_bytes))
+        return tk__fail(TK_EOVERFLOW, "%s: the cost model's %lld-step table overflows",
+                        f->fn, (long long)p->steps);
     double *free_at = calloc((size_t)engines, sizeof *free_at);
+    int64_t *last = malloc(last_bytes ? last_bytes : 1);
     p->copies = calloc((size_t)p->n_ops, sizeof *p->copies);
     p->body_start = calloc((size_t)p->steps, sizeof *p->body_start);
-    if (!free_at || !p->copies || !p->body_start) {
+    if (!free_at || !last || !p->copies || !p->body_start) {
         free(free_at);
+        free(last);
         return tk__fail(TK_ENOMEM, "%s: out of memory for the cost model", f->fn);
     }
+    for (int64_t i = 0; i < p->steps * n; i++)
+        last[i] = -1;
     p->body_ns = (double)f->elems / (double)rate * 1e9;
     double t = 0, copy_ns = 0, hidden = 0, end = 0;
     for (int64_t i = 0; i < p->n_ops; i++) {
@@ -512,6 +523,7 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
             double bytes = (double)f->bytes[tk__operand_of(f, o->operand)];
             double start = t > free_at[e] ? t : free_at[e];
             p->copies[i] = (tk__copy){start, start + (double)lat + bytes / (double)bw * 1e9, e};
+            last[tk__operand_of(f, o->operand) * p->steps + o->block] = i;
             free_at[e] = p->copies[i].end;
             end = end > free_at[e] ? end : free_at[e];
         } else if (o->kind == TK__BODY) {
@@ -519,18 +531,13 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
             t += p->body_ns;
         } else {
             /* The copy this waits for: the latest start of that block (a
-             * faulty schedule may never have started it). */
-            int want = o->kind == TK__IN_WAIT ? TK__IN_START : TK__OUT_START;
+             * faulty schedule may never have started it).  An operand's
+             * copies go one way, in or out, so its block names the kind. */
+            int64_t j = last[tk__operand_of(f, o->operand) * p->steps + o->block];
             p->copies[i] = (tk__copy){t, t, -1};
-            for (int64_t j = i - 1; j >= 0; j--) {
-                const tk__op *c = &p->ops[j];
-                if (c->kind != want || c->block != o->block || c->operand != o->operand)
-                    continue;
-                if (p->copies[j].end > t) {
-                    p->stall[o->step] += p->copies[j].end - t;
-                    t = p->copies[i].end = p->copies[j].end;
-                }
-                break;
+            if (j >= 0 && p->copies[j].end > t) {
+                p->stall[o->step] += p->copies[j].end - t;
+                t = p->copies[i].end = p->copies[j].end;
             }
         }
     }
@@ -543,6 +550,7 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
         hidden += tk__overlap_with_bodies(p, p->copies[i].start, p->copies[i].end, &at);
     }
     free(free_at);
+    free(last);
     p->modeled_ns = t > end ? t : end;
     p->compute_ns = p->body_ns * (double)p->steps;
     p->stall_ns = 0;
