@@ -6,7 +6,7 @@
  * reference; the bound of every element) against a plain blocked f32
  * matmul on the same shape (the i-k-j loop over 64-wide k blocks that a
  * user writes first, in native.c: -O3 -march=native), timed interleaved in
- * the same run (median of 3), on one thread and on two (TK_KERNEL_THREADS
+ * the same run (median of 5), on one thread and on two (TK_KERNEL_THREADS
  * of the contract: the oracle's and the diagnosis's passes split by rows).
  * The candidate alone is one baseline.  The oracle's three float64 sums
  * (the stored data's, its magnitudes' and the original data's) run in
@@ -26,7 +26,7 @@
 #include <tilekern.h>
 
 #define D 1024
-#define REPS 3
+#define REPS 5
 #define LIMIT 6.0           /* one thread: a guard */
 #define LIMIT_2 3.0         /* two threads: the aim */
 

@@ -15,6 +15,7 @@
  * u_out |result| + eta_out (half an ULP). */
 #include "internal.h"
 
+#include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,9 +318,18 @@ typedef struct {
 static void *tk__share_run(void *arg)
 {
     tk__share *w = arg;
-    if (w->a && (w->cb = w->a->fn(w->a->user, w->in, w->out))) {
-        atomic_store(w->stop, true);
-        return NULL;
+    /* The calling thread computes its chunks under the floating-point
+     * environment the audit began with, whatever the candidate left (a
+     * rounding mode, flushing), and leaves the candidate's in place. */
+    fenv_t start, left;
+    if (w->a) {
+        fegetenv(&start);
+        if ((w->cb = w->a->fn(w->a->user, w->in, w->out))) {
+            atomic_store(w->stop, true);
+            return NULL;
+        }
+        fegetenv(&left);
+        fesetenv(&start);
     }
     const tk__pass *p = w->p;
     while (!atomic_load(w->stop)) {
@@ -333,6 +343,8 @@ static void *tk__share_run(void *arg)
         tk__oracle_sums(&q, false, w->s + r0 * p->n, w->A + r0 * p->n,
                         w->o ? w->o + r0 * p->n : NULL, w->pack);
     }
+    if (w->a)
+        fesetenv(&left);
     return NULL;
 }
 
