@@ -313,22 +313,23 @@ typedef struct {
     const tk_matrix *const *in;
     tk_matrix *out;
     int cb;
+    fenv_t left;                       /* the environment the candidate left */
 } tk__share;
 
 static void *tk__share_run(void *arg)
 {
     tk__share *w = arg;
-    /* The calling thread computes its chunks under the floating-point
-     * environment the audit began with, whatever the candidate left (a
-     * rounding mode, flushing), and leaves the candidate's in place. */
-    fenv_t start, left;
+    /* Whatever floating-point environment the candidate leaves (a rounding
+     * mode, flushing), the case's passes run under the one the audit began
+     * with; tk__audit_reduction puts the candidate's back at the end. */
     if (w->a) {
+        fenv_t start;
         fegetenv(&start);
         if ((w->cb = w->a->fn(w->a->user, w->in, w->out))) {
             atomic_store(w->stop, true);
             return NULL;
         }
-        fegetenv(&left);
+        fegetenv(&w->left);
         fesetenv(&start);
     }
     const tk__pass *p = w->p;
@@ -343,16 +344,15 @@ static void *tk__share_run(void *arg)
         tk__oracle_sums(&q, false, w->s + r0 * p->n, w->A + r0 * p->n,
                         w->o ? w->o + r0 * p->n : NULL, w->pack);
     }
-    if (w->a)
-        fesetenv(&left);
     return NULL;
 }
 
 /* Run the candidate and the oracle's sums on `threads` threads (pack holds
- * as many scratches); the candidate's return value. */
+ * as many scratches); the candidate's return value, and when it is 0 the
+ * floating-point environment the candidate left in *left. */
 static int tk__candidate_and_oracle(tk_audit *a, int64_t threads, const tk_matrix *const *in,
                                     tk_matrix *out, const tk__pass *p, double *s, double *A,
-                                    double *o, double *pack)
+                                    double *o, double *pack, fenv_t *left)
 {
     _Atomic int64_t next = 0;
     atomic_bool stop = false;
@@ -364,10 +364,13 @@ static int tk__candidate_and_oracle(tk_audit *a, int64_t threads, const tk_matri
     if (!w)
         w = &one;
     for (int64_t t = 0; t < n; t++)
-        w[t] = (tk__share){p, s, A, o, pack + t * tk__pack_doubles(p->n), chunk, &next, &stop,
-                           t ? NULL : a, in, out, 0};
+        w[t] = (tk__share){.p = p, .s = s, .A = A, .o = o,
+                           .pack = pack + t * tk__pack_doubles(p->n), .chunk = chunk,
+                           .next = &next, .stop = &stop, .a = t ? NULL : a, .in = in,
+                           .out = out};
     tk__fan_out(w, sizeof *w, n, tk__share_run);
     int cb = w[0].cb;
+    *left = w[0].left;
     if (w != &one)
         free(w);
     return cb;
@@ -463,10 +466,13 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     bool exact = c->dtype == TK_DTYPE_F32;
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
                   c->dtype, k};
+    fenv_t left;
+    bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!rc) {
         memset(outp, 0xFF, (size_t)count * eo);   /* NaN, so unwritten elements show */
         int cb = tk__candidate_and_oracle(a, threads, (const tk_matrix *const *)in, out, &p,
-                                          s, A, exact ? NULL : o, pack);
+                                          s, A, exact ? NULL : o, pack, &left);
+        ran = !cb;
         if (cb)
             rc = tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld (%lldx%lldx%lld "
                           "%s)", cb, (long long)index, (long long)m, (long long)k,
@@ -524,5 +530,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     tk_matrix_destroy(in[0]);
     tk_matrix_destroy(in[1]);
     tk_matrix_destroy(out);
+    if (ran)
+        fesetenv(&left);
     return rc;
 }

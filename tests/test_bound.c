@@ -4,6 +4,7 @@
  * results and report say so, and every refusal names what it refuses. */
 #include "tk_test.h"
 
+#include <fenv.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,5 +477,45 @@ Test(bound, a_failing_candidate_stops_the_oracle_too)
         cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), 1.0);
         tk_audit_destroy(a);
         tk_kernel_destroy(k);
+    }
+}
+
+/* A candidate that leaves the rounding mode changed changes nothing in the
+ * report, on one thread or three; the mode it left is still set after. */
+static int rounds_up_after(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    int rc = matmul(user, in, out);
+    fesetround(FE_UPWARD);
+    return rc;
+}
+
+Test(bound, the_candidates_rounding_mode_stays_out_of_the_report)
+{
+    static float x[EM * EK], y[EK * EN];
+    tkt_fill(x, EM * EK, 10);
+    tkt_fill(y, EK * EN, 11);
+    const float *orig[2] = {x, y};
+    struct how h = {128, false, false};
+    static char text[2][1 << 16];
+    for (int threads = 1; threads <= 3; threads += 2) {
+        for (int up = 0; up < 2; up++) {
+            tk_kernel *k;
+            tk_audit *a;
+            cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+            cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+            cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, EM, EK,
+                                                     EN, orig), TK_OK);
+            cr_assert_eq(tk_audit_set_candidate(a, up ? rounds_up_after : matmul, &h), TK_OK);
+            int rc = tk_audit_run(a);
+            int mode = fegetround();
+            fesetround(FE_TONEAREST);
+            cr_assert_eq(rc, TK_OK, "%s", tk_last_error_message());
+            cr_assert_eq(mode, up ? FE_UPWARD : FE_TONEAREST);
+            tkt_report_json(a, text[up], sizeof text[up]);
+            tk_audit_destroy(a);
+            tk_kernel_destroy(k);
+        }
+        cr_assert_str_eq(text[0], text[1], "threads %d", threads);
     }
 }
