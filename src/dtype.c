@@ -157,6 +157,60 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
         d[i] = tk__e5m2_to(s[i]);
 }
 
+/* f32 -> float8_e5m2 on the AVX2 and AVX-512 paths, once rounded: an e5m2
+ * is the top byte of an f16, so vcvtps2ph truncating (toward zero) gives
+ * the f16 t at or below |x| and whether bits were lost (t widened back
+ * differs from x); the top byte of t then rounds to nearest even on t's
+ * low byte with those lost bits as the sticky bit.  Past the largest f16
+ * t is 0x7BFF, which rounds up to Inf as e5m2 overflows.  Eight floats
+ * with a NaN among them take tk__e5m2_from. */
+#if TK__ISA_X86
+TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *restrict s,
+                                           size_t n)
+{
+    const __m128i low = _mm_set1_epi16(0xFF), half = _mm_set1_epi16(0x80),
+                  one = _mm_set1_epi16(1);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(s + i);
+        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (!_mm256_testz_ps(nan, nan)) {
+            for (size_t j = i; j < i + 8; j++)
+                d[j] = tk__e5m2_from(s[j]);
+            continue;
+        }
+        __m128i t = _mm256_cvtps_ph(v, _MM_FROUND_TO_ZERO);
+        __m256 lost = _mm256_cmp_ps(_mm256_cvtph_ps(t), v, _CMP_NEQ_OQ);
+        /* The lost-bits mask, one 16-bit lane per float. */
+        __m128i sticky = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(lost)),
+                                         _mm256_extractf128_si256(_mm256_castps_si256(lost),
+                                                                  1));
+        __m128i l = _mm_and_si128(t, low), keep = _mm_srli_epi16(t, 8);
+        __m128i up = _mm_or_si128(_mm_cmpgt_epi16(l, half),
+                                  _mm_and_si128(_mm_cmpeq_epi16(l, half),
+                                                _mm_or_si128(sticky,
+                                                             _mm_cmpeq_epi16(
+                                                                 _mm_and_si128(keep, one),
+                                                                 one))));
+        __m128i r = _mm_sub_epi16(keep, up);   /* up is -1 where it rounds up */
+        _mm_storel_epi64((__m128i *)(void *)(d + i), _mm_packus_epi16(r, r));
+    }
+    for (; i < n; i++)
+        d[i] = tk__e5m2_from(s[i]);
+}
+#endif
+
+static void tk__e5m2_from_n(uint8_t *d, const float *s, size_t n)
+{
+#if TK__ISA_X86
+    if (tk__isa() != TK__ISA_PORTABLE) {
+        tk__e5m2_from_f16c(d, s, n);
+        return;
+    }
+#endif
+    tk__e5m2_from_loop(d, s, n);
+}
+
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
@@ -210,7 +264,7 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
     case TK_DTYPE_BF16: tk__bf16_from_f32_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F16: tk__f16_from_n(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F8E5M2: tk__e5m2_from_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2: tk__e5m2_from_n(dst, src, (size_t)n); break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     }
 }

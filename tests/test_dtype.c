@@ -480,6 +480,59 @@ Test(small, round_to_nearest_even_at_every_midpoint)
     }
 }
 
+/* A bulk conversion (vector paths, eight at a time) gives what one value
+ * at a time gives (the scalar rule), in both directions: on every midpoint
+ * and its neighbours, every code's value, and random f32 patterns, NaNs
+ * among them, at every offset in a block of eight. */
+Test(small, bulk_equals_one_at_a_time)
+{
+    enum { RANDOM = 1 << 20 };
+    for (size_t k = 0; k < sizeof small_fmts / sizeof *small_fmts; k++) {
+        small_fmt f = small_fmts[k];
+        size_t cap = RANDOM + 4 * (size_t)n_codes(f) + 7, n = 0;
+        float *x = malloc(cap * sizeof *x);
+        unsigned char *bulk = malloc(cap * 2), *codes = malloc((size_t)n_codes(f) * 2);
+        cr_assert(x && bulk && codes);
+        for (unsigned h = 0; h + 1 < n_codes(f); h++) {
+            double a, b;
+            if (ref_decode(f, h, &a) || ref_decode(f, h + 1, &b) || (h + 1) % (n_codes(f) / 2) == 0)
+                continue;
+            float mid = (float)((a + b) / 2);
+            x[n++] = (float)a;
+            x[n++] = mid;
+            x[n++] = nextafterf(mid, (float)a);
+            x[n++] = nextafterf(mid, (float)b);
+        }
+        uint64_t seed = 31 + k;
+        for (size_t i = 0; i < RANDOM; i++) {
+            uint32_t u = (uint32_t)tkt_next(&seed);
+            memcpy(&x[n++], &u, sizeof u);
+        }
+        size_t es = f.dtype == TK_DTYPE_F16 ? 2 : 1;
+        for (size_t off = 0; off < 8; off++) {   /* every alignment within eight */
+            tkt_expect_status(tk_dtype_from_f32_n(f.dtype, bulk, x + off, n - off), TK_OK);
+            for (size_t i = 0; i < n - off; i += off ? 4099 : 1) {
+                unsigned got = es == 2 ? (unsigned)bulk[2 * i] | (unsigned)bulk[2 * i + 1] << 8
+                                       : bulk[i];
+                cr_assert_eq(got, encode(f, x[off + i]), "%s: f32 0x%08x", tk_dtype_name(f.dtype),
+                             tkt_bits(x[off + i]));
+            }
+        }
+        for (unsigned h = 0; h < n_codes(f); h++) {
+            codes[es * h] = (unsigned char)h;
+            if (es == 2)
+                codes[2 * h + 1] = (unsigned char)(h >> 8);
+        }
+        tkt_expect_status(tk_dtype_to_f32_n(f.dtype, x, codes, n_codes(f)), TK_OK);
+        for (unsigned h = 0; h < n_codes(f); h++)
+            cr_assert_eq(tkt_bits(x[h]), tkt_bits(decode(f, h)), "%s code 0x%x",
+                         tk_dtype_name(f.dtype), h);
+        free(x);
+        free(bulk);
+        free(codes);
+    }
+}
+
 Test(small, overflow_infinity_and_nan)
 {
     float big[] = {1e30f, INFINITY, FLT_MAX};
