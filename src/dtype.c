@@ -84,6 +84,15 @@ TK_DISPATCH(tk__f16_from_loop, (uint16_t *restrict d, const float *restrict s, s
         d[i] = tk__f16_from(s[i]);
 }
 
+/* The F16C loop below on the x86 paths (every AVX2 CPU has F16C), else the
+ * portable one. */
+#if TK__ISA_X86
+#define TK__F16C_OR(f16c, loop, ...) \
+    (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
+#else
+#define TK__F16C_OR(f16c, loop, ...) loop(__VA_ARGS__)
+#endif
+
 /* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
  * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
  * but quiets a signalling NaN, which numpy does not, so eight floats with a
@@ -111,16 +120,6 @@ TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *res
 }
 #endif
 
-static void tk__f16_from_n(uint16_t *d, const float *s, size_t n)
-{
-#if TK__ISA_X86
-    if (tk__isa() != TK__ISA_PORTABLE) {
-        tk__f16_from_f16c(d, s, n);
-        return;
-    }
-#endif
-    tk__f16_from_loop(d, s, n);
-}
 
 TK_DISPATCH(tk__f16_to_loop, (float *restrict d, const uint16_t *restrict s, size_t n),
             (d, s, n))
@@ -200,16 +199,6 @@ TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *res
 }
 #endif
 
-static void tk__e5m2_from_n(uint8_t *d, const float *s, size_t n)
-{
-#if TK__ISA_X86
-    if (tk__isa() != TK__ISA_PORTABLE) {
-        tk__e5m2_from_f16c(d, s, n);
-        return;
-    }
-#endif
-    tk__e5m2_from_loop(d, s, n);
-}
 
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
@@ -236,16 +225,6 @@ TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restr
 }
 #endif
 
-static void tk__e5m2_to_n(float *d, const uint8_t *s, size_t n)
-{
-#if TK__ISA_X86
-    if (tk__isa() != TK__ISA_PORTABLE) {
-        tk__e5m2_to_f16c(d, s, n);
-        return;
-    }
-#endif
-    tk__e5m2_to_loop(d, s, n);
-}
 
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
 {
@@ -253,7 +232,9 @@ void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
     case TK_DTYPE_BF16: tk__bf16_to_f32_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F16: tk__f16_to_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_to_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F8E5M2: tk__e5m2_to_n(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2:
+        TK__F16C_OR(tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, (size_t)n);
+        break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     }
 }
@@ -262,9 +243,13 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
 {
     switch (dtype) {
     case TK_DTYPE_BF16: tk__bf16_from_f32_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F16: tk__f16_from_n(dst, src, (size_t)n); break;
+    case TK_DTYPE_F16:
+        TK__F16C_OR(tk__f16_from_f16c, tk__f16_from_loop, dst, src, (size_t)n);
+        break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F8E5M2: tk__e5m2_from_n(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E5M2:
+        TK__F16C_OR(tk__e5m2_from_f16c, tk__e5m2_from_loop, dst, src, (size_t)n);
+        break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
     }
 }

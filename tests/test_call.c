@@ -97,6 +97,33 @@ static tk_call *matmul_call(int out_dtype, int64_t M, int64_t N, int64_t K, int6
     return c;
 }
 
+/* out is x y exactly (small integers: every order gives these bits), cast
+ * once to its dtype. */
+static void expect_matmul(const tk_matrix *out, const float *x, const float *y, int64_t M,
+                          int64_t N, int64_t K)
+{
+    bool bf16 = tk_matrix_dtype(out) == TK_DTYPE_BF16;
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t col = 0; col < N; col++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                s += x[r * K + k] * y[k * N + col];
+            float want = bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(s)) : s;
+            cr_assert_eq(tkt_bits(at(out, r, col)), tkt_bits(want), "(%lld, %lld): %g, want %g",
+                         (long long)r, (long long)col, at(out, r, col), want);
+        }
+}
+
+static void destroy_all(tk_call *c, tk_matrix *const *in, tk_matrix *out, float *x, float *y)
+{
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    free(x);
+    free(y);
+}
+
 struct mm_case { int out_dtype; int64_t M, N, K, bm, bn, bk; };
 
 ParameterizedTestParameters(call, matmul_exact_with_tails)
@@ -118,15 +145,7 @@ ParameterizedTest(struct mm_case *p, call, matmul_exact_with_tails)
     tk_matrix *out = blank(p->out_dtype, p->M, p->N);
     tk_call *c = matmul_call(p->out_dtype, p->M, p->N, p->K, p->bm, p->bn, p->bk);
     tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
-    for (int64_t r = 0; r < p->M; r++)
-        for (int64_t col = 0; col < p->N; col++) {
-            float s = 0.0f;  /* small integers: exact in any order */
-            for (int64_t k = 0; k < p->K; k++)
-                s += x[r * p->K + k] * y[k * p->N + col];
-            float want = p->out_dtype == TK_DTYPE_BF16 ? tk_bf16_to_f32(tk_bf16_from_f32(s)) : s;
-            cr_assert_eq(tkt_bits(at(out, r, col)), tkt_bits(want), "(%lld, %lld): %g, want %g",
-                         (long long)r, (long long)col, at(out, r, col), want);
-        }
+    expect_matmul(out, x, y, p->M, p->N, p->K);
     int64_t gi = (p->M + p->bm - 1) / p->bm, gj = (p->N + p->bn - 1) / p->bn;
     /* Each output block is resident across k and written back once. */
     cr_assert_eq(stat(c, TK_STAT_COPIES_OUT), (double)(gi * gj));
@@ -134,12 +153,7 @@ ParameterizedTest(struct mm_case *p, call, matmul_exact_with_tails)
     int64_t changed = -1;
     tkt_expect_status(tk_call_check_padding(c, 2, (const tk_matrix *const *)in, &changed),
                       (p->M % p->bm || p->N % p->bn || p->K % p->bk) ? TK_EMISMATCH : TK_OK);
-    tk_call_destroy(c);
-    tk_matrix_destroy(in[0]);
-    tk_matrix_destroy(in[1]);
-    tk_matrix_destroy(out);
-    free(x);
-    free(y);
+    destroy_all(c, in, out, x, y);
 }
 
 /* The K-tail bug: a body that sums the whole padded K extent reads the
@@ -916,12 +930,7 @@ Test(call, a_new_setting_retires_the_statistics)
     tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
     tkt_expect_status(tk_call_set_pad_value(c, 0.0f), TK_OK);
     tkt_expect_status(tk_call_stat(c, TK_STAT_STEPS, &v), TK_ESTATE);
-    tk_call_destroy(c);
-    tk_matrix_destroy(in[0]);
-    tk_matrix_destroy(in[1]);
-    tk_matrix_destroy(out);
-    free(x);
-    free(y);
+    destroy_all(c, in, out, x, y);
 }
 
 /* ---- re-entry ------------------------------------------------------------------ */
@@ -1034,17 +1043,6 @@ Test(call, a_kept_plan_is_remade_after_a_change)
     cr_assert_eq(once, 2 * 1 * 4, "one question per step: %d", once);
     tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
     cr_assert_eq(asked, 2 * once);
-    for (int64_t r = 0; r < M; r++)
-        for (int64_t col = 0; col < N; col++) {
-            float s = 0.0f;
-            for (int64_t k = 0; k < K; k++)
-                s += x[r * K + k] * y[k * N + col];
-            cr_assert_eq(tkt_bits(at(out, r, col)), tkt_bits(s));
-        }
-    tk_call_destroy(c);
-    tk_matrix_destroy(in[0]);
-    tk_matrix_destroy(in[1]);
-    tk_matrix_destroy(out);
-    free(x);
-    free(y);
+    expect_matmul(out, x, y, M, N, K);
+    destroy_all(c, in, out, x, y);
 }
