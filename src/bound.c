@@ -314,11 +314,11 @@ typedef struct {
     tk_matrix *out;
     int cb;
     fenv_t left;                       /* the environment the candidate left */
-} tk__share;
+} tk__chunks;
 
-static void *tk__share_run(void *arg)
+static void *tk__chunks_run(void *arg)
 {
-    tk__share *w = arg;
+    tk__chunks *w = arg;
     /* Whatever floating-point environment the candidate leaves (a rounding
      * mode, flushing), the case's passes run under the one the audit began
      * with; tk__audit_reduction puts the candidate's back at the end. */
@@ -359,16 +359,16 @@ static int tk__candidate_and_oracle(tk_audit *a, int64_t threads, const tk_matri
     /* About four chunks a thread: each repacks y, so not many more. */
     int64_t chunk = threads > 1 ? (p->m + 4 * threads - 1) / (4 * threads) : p->m;
     chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
-    tk__share one, *w = threads > 1 ? malloc((size_t)threads * sizeof *w) : NULL;
+    tk__chunks one, *w = threads > 1 ? malloc((size_t)threads * sizeof *w) : NULL;
     int64_t n = w ? threads : 1;
     if (!w)
         w = &one;
     for (int64_t t = 0; t < n; t++)
-        w[t] = (tk__share){.p = p, .s = s, .A = A, .o = o,
+        w[t] = (tk__chunks){.p = p, .s = s, .A = A, .o = o,
                            .pack = pack + t * tk__pack_doubles(p->n), .chunk = chunk,
                            .next = &next, .stop = &stop, .a = t ? NULL : a, .in = in,
                            .out = out};
-    tk__fan_out(w, sizeof *w, n, tk__share_run);
+    tk__fan_out(w, sizeof *w, n, tk__chunks_run);
     int cb = w[0].cb;
     *left = w[0].left;
     if (w != &one)
