@@ -198,8 +198,9 @@ static double tk__rms(const float *c, const double *s, int64_t count)
  * exact alternatives by their own bound, then accumulation in bfloat16 or
  * float16, less precise than the contract's, by its probabilistic bound. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
-                                  tk__pass p, const float *cand, const float *want, const double *s,
-                                  double *s2, double *A2, double *pack, float *sim)
+                                  tk__pass p, const float *cand, const float *want,
+                                  const double *s, double *s2, double *A2, double *pack,
+                                  float *sim)
 {
     int64_t count = c->rows * c->cols, at;
     for (int64_t e = 0; e < count; e++)

@@ -60,8 +60,9 @@ static inline __attribute__((always_inline)) void tk__tile(const double *xp, con
  * (for the bound) and the original data's sum o (for the gap), over the
  * terms [0, k_end).  The products of two floats are exact in float64, so
  * only the additions round; each element's terms are added in a fixed
- * order (blocks of KC in k order, each block's sum added to the running
- * one), whatever the path or the split of rows between threads.  A matmul
+ * order (k order; for a matmul's main pass, blocks of KC in k order, each
+ * block's sum added to the running one), whatever the path or the split of
+ * rows between threads.  A matmul
  * packs y by KC-term panels of NR columns and x by MC-row blocks, and keeps
  * each 2 x NR tile's sums in registers over a panel.  round: each product
  * rounded to p->dtype first (a diagnosis pass; no o). */
@@ -103,7 +104,8 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         for (int64_t t = 0; t < tiles; t++)
             for (int64_t k = 0; k < kc; k++) {
                 double *d = yp + (t * kc + k) * 3 * TK__NR;
-                const float *yk = p->y + (k0 + k) * n, *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
+                const float *yk = p->y + (k0 + k) * n;
+                const float *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
                 for (int64_t c = 0; c < TK__NR; c++) {
                     int64_t j = t * TK__NR + c;
                     d[c] = j < n ? yk[j] : 0.0;
@@ -125,10 +127,11 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
             for (int64_t t = 0; t < tiles; t++)
                 for (int64_t r = 0; r < mc; r += 2) {
                     tk__d4 acc[12];
-                    if (o)
-                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, true, acc);
+                    const double *xt = xp + r / 2 * kc * 6, *yt = yp + t * kc * 3 * TK__NR;
+                    if (o)   /* two copies of the tile: with and without the third sum */
+                        tk__tile(xt, yt, kc, true, acc);
                     else
-                        tk__tile(xp + r / 2 * kc * 6, yp + t * kc * 3 * TK__NR, kc, false, acc);
+                        tk__tile(xt, yt, kc, false, acc);
                     for (int64_t h = 0; h < 2 && r + h < mc; h++) {
                         int64_t at = (i0 + r + h) * n + t * TK__NR;
                         for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {

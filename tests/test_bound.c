@@ -196,8 +196,8 @@ Test(bound, the_oracle_and_the_gap_are_exact_on_exact_data)
             cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_ROW), 0.0);
             cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_COL), 0.0);
             double b = res(a, 0, TK_AUDIT_BOUND);
-            cr_assert(b >= g * A0 && b <= g * A0 * (1.0 + 0x1p-28), "bound %.17g, gamma A %.17g",
-                      b, g * A0);
+            cr_assert(b >= g * A0 && b <= g * A0 * (1.0 + 0x1p-28),
+                      "bound %.17g, gamma A %.17g", b, g * A0);
             tk_audit_destroy(a);
             tk_kernel_destroy(k);
         }
