@@ -300,14 +300,9 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
     int rc = tk__bytes(c->rows * c->cols, n_planes * tk_dtype_size(c->dtype), 1, &bytes);
     if (rc)
         return rc;
-    if (a->work_bytes < bytes) {
-        free(a->work);
-        a->work_bytes = 0;
-        if (!(a->work = malloc(bytes)))
-            return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of "
-                            "stored inputs and output", bytes);
-        a->work_bytes = bytes;
-    }
+    if (!tk__keep(&a->work, &a->work_bytes, bytes))
+        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of stored "
+                        "inputs and output", bytes);
     *mem = a->work;
     return TK_OK;
 }

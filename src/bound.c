@@ -127,26 +127,6 @@ static void tk__sums_in(const tk__pass *p, int d, float *out)
         }
 }
 
-/* One thread's rows of a pass: tk__oracle_sums, or tk__sums_in into sim when
- * narrow is a dtype. */
-typedef struct {
-    tk__pass p;
-    bool round;
-    int narrow;
-    double *s, *A, *o, *pack;
-    float *sim;
-} tk__rows;
-
-static void *tk__rows_run(void *arg)
-{
-    tk__rows *r = arg;
-    if (r->narrow)
-        tk__sums_in(&r->p, r->narrow, r->sim);
-    else
-        tk__oracle_sums(&r->p, r->round, r->s, r->A, r->o, r->pack);
-    return NULL;
-}
-
 /* Rows a thread of a pass takes at the least. */
 #define TK__ROWS_MIN 16
 
@@ -158,30 +138,99 @@ static int64_t tk__pass_threads(const tk_kernel *kc, int64_t m)
     return n < m / TK__ROWS_MIN ? n : m / TK__ROWS_MIN > 0 ? m / TK__ROWS_MIN : 1;
 }
 
-/* A pass on `threads` threads (tk__pass_threads, counted once per case:
- * TK_KERNEL_THREADS 0 asks the system each time, and pack holds as many
- * as were counted), each on consecutive whole rows and
- * with its own tk__pack_doubles of pack: every element's sums are the same
- * however the rows are split. */
+/* A pass of the oracle over the case's rows on `threads` threads
+ * (tk__pass_threads, counted once per case: TK_KERNEL_THREADS 0 asks the
+ * system each time, and pack holds as many scratches as were counted).
+ * The threads take chunks of rows in turn: tk__oracle_sums, or tk__sums_in
+ * into sim when narrow is a dtype.  A chunk's sums are the same whichever
+ * thread computes it, so every element's are the same however the rows are
+ * split.  With a candidate (a), the calling thread runs it first while the
+ * others start; the oracle reads the promoted copies of the inputs, not the
+ * candidate's, so the two touch disjoint memory. */
+typedef struct {
+    tk__pass p;
+    bool round;
+    int narrow;
+    double *s, *A, *o, *pack;
+    float *sim;
+    int64_t chunk;
+    _Atomic int64_t *next;
+    atomic_bool *stop;                 /* the candidate failed */
+    tk_audit *a;                       /* item 0, the calling thread: the candidate */
+    const tk_matrix *const *in;
+    tk_matrix *out;
+    int cb;
+    fenv_t left;                       /* the environment the candidate left */
+} tk__chunks;
+
+static void *tk__chunks_run(void *arg)
+{
+    tk__chunks *w = arg;
+    /* Whatever floating-point environment the candidate leaves (a rounding
+     * mode, flushing), the case's passes run under the one the audit began
+     * with; tk__audit_reduction puts the candidate's back at the end. */
+    if (w->a) {
+        fenv_t start;
+        fegetenv(&start);
+        if ((w->cb = w->a->fn(w->a->user, w->in, w->out))) {
+            atomic_store(w->stop, true);
+            return NULL;
+        }
+        fegetenv(&w->left);
+        fesetenv(&start);
+    }
+    const tk__pass *p = &w->p;
+    while (!atomic_load(w->stop)) {
+        int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk, e0 = r0 * p->n;
+        if (r0 >= p->m)
+            break;
+        tk__pass q = *p;
+        q.m = r0 + w->chunk < p->m ? w->chunk : p->m - r0;
+        q.x = p->x + r0 * p->k;
+        q.ox = p->ox ? p->ox + r0 * p->k : NULL;
+        if (w->narrow)
+            tk__sums_in(&q, w->narrow, w->sim + e0);
+        else
+            tk__oracle_sums(&q, w->round, w->s + e0, w->A + e0, w->o ? w->o + e0 : NULL,
+                            w->pack);
+    }
+    return NULL;
+}
+
+/* Run the pass w describes on `threads` threads; w->cb and w->left come
+ * back from the calling thread's item. */
+static void tk__run_chunks(int64_t threads, tk__chunks *w)
+{
+    _Atomic int64_t next = 0;
+    atomic_bool stop = false;
+    /* About four chunks a thread: each repacks y, so not many more. */
+    int64_t chunk = threads > 1 ? (w->p.m + 4 * threads - 1) / (4 * threads) : w->p.m;
+    tk__chunks *t = threads > 1 ? malloc((size_t)threads * sizeof *t) : NULL;
+    int64_t n = t ? threads : 1;
+    if (!t)
+        t = w;
+    w->chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
+    w->next = &next;
+    w->stop = &stop;
+    for (int64_t i = 0; i < n; i++) {
+        t[i] = *w;   /* t may be w itself: then this copies nothing */
+        t[i].pack = w->pack + i * tk__pack_doubles(w->p.n);
+        t[i].a = i ? NULL : w->a;
+    }
+    tk__fan_out(t, sizeof *t, n, tk__chunks_run);
+    w->cb = t[0].cb;
+    w->left = t[0].left;
+    if (t != w)
+        free(t);
+}
+
+/* A diagnosis pass (tk__chunks_run) on `threads` threads. */
 static void tk__pass_on(int64_t threads, const tk__pass *p, bool round, int narrow,
                         double *s, double *A, double *o, double *pack, float *sim)
 {
-    int64_t n = threads;
-    tk__rows one, *r = n > 1 ? malloc((size_t)n * sizeof *r) : NULL;
-    if (!r)
-        r = &one, n = 1;
-    for (int64_t t = 0; t < n; t++) {
-        int64_t r0 = p->m * t / n, r1 = p->m * (t + 1) / n;
-        r[t] = (tk__rows){*p, round, narrow, s ? s + r0 * p->n : NULL,
-                          A ? A + r0 * p->n : NULL, o ? o + r0 * p->n : NULL,
-                          pack + t * tk__pack_doubles(p->n), sim ? sim + r0 * p->n : NULL};
-        r[t].p.m = r1 - r0;
-        r[t].p.x = p->x + r0 * p->k;
-        r[t].p.ox = p->ox ? p->ox + r0 * p->k : NULL;
-    }
-    tk__fan_out(r, sizeof *r, n, tk__rows_run);
-    if (r != &one)
-        free(r);
+    tk__chunks w = {.p = *p, .round = round, .narrow = narrow, .s = s, .A = A, .o = o,
+                    .pack = pack, .sim = sim};
+    tk__run_chunks(threads, &w);
 }
 
 /* Root mean square of c - s, at least the smallest normal double. */
@@ -299,84 +348,6 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
     return TK_OK;
 }
 
-/* The candidate and the oracle's main pass share the threads: the calling
- * thread runs the candidate while the others take chunks of rows of the
- * oracle's sums, then it takes chunks too.  A chunk's sums are the same
- * whichever thread computes it, and the two touch disjoint memory (the
- * oracle reads the promoted copies of the inputs, not the candidate's). */
-typedef struct {
-    const tk__pass *p;
-    double *s, *A, *o, *pack;
-    int64_t chunk;
-    _Atomic int64_t *next;
-    atomic_bool *stop;                 /* the candidate failed */
-    tk_audit *a;                       /* item 0, the calling thread: the candidate */
-    const tk_matrix *const *in;
-    tk_matrix *out;
-    int cb;
-    fenv_t left;                       /* the environment the candidate left */
-} tk__chunks;
-
-static void *tk__chunks_run(void *arg)
-{
-    tk__chunks *w = arg;
-    /* Whatever floating-point environment the candidate leaves (a rounding
-     * mode, flushing), the case's passes run under the one the audit began
-     * with; tk__audit_reduction puts the candidate's back at the end. */
-    if (w->a) {
-        fenv_t start;
-        fegetenv(&start);
-        if ((w->cb = w->a->fn(w->a->user, w->in, w->out))) {
-            atomic_store(w->stop, true);
-            return NULL;
-        }
-        fegetenv(&w->left);
-        fesetenv(&start);
-    }
-    const tk__pass *p = w->p;
-    while (!atomic_load(w->stop)) {
-        int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk;
-        if (r0 >= p->m)
-            break;
-        tk__pass q = *p;
-        q.m = r0 + w->chunk < p->m ? w->chunk : p->m - r0;
-        q.x = p->x + r0 * p->k;
-        q.ox = p->ox ? p->ox + r0 * p->k : NULL;
-        tk__oracle_sums(&q, false, w->s + r0 * p->n, w->A + r0 * p->n,
-                        w->o ? w->o + r0 * p->n : NULL, w->pack);
-    }
-    return NULL;
-}
-
-/* Run the candidate and the oracle's sums on `threads` threads (pack holds
- * as many scratches); the candidate's return value, and when it is 0 the
- * floating-point environment the candidate left in *left. */
-static int tk__candidate_and_oracle(tk_audit *a, int64_t threads, const tk_matrix *const *in,
-                                    tk_matrix *out, const tk__pass *p, double *s, double *A,
-                                    double *o, double *pack, fenv_t *left)
-{
-    _Atomic int64_t next = 0;
-    atomic_bool stop = false;
-    /* About four chunks a thread: each repacks y, so not many more. */
-    int64_t chunk = threads > 1 ? (p->m + 4 * threads - 1) / (4 * threads) : p->m;
-    chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
-    tk__chunks one, *w = threads > 1 ? malloc((size_t)threads * sizeof *w) : NULL;
-    int64_t n = w ? threads : 1;
-    if (!w)
-        w = &one;
-    for (int64_t t = 0; t < n; t++)
-        w[t] = (tk__chunks){.p = p, .s = s, .A = A, .o = o,
-                           .pack = pack + t * tk__pack_doubles(p->n), .chunk = chunk,
-                           .next = &next, .stop = &stop, .a = t ? NULL : a, .in = in,
-                           .out = out};
-    tk__fan_out(w, sizeof *w, n, tk__chunks_run);
-    int cb = w[0].cb;
-    *left = w[0].left;
-    if (w != &one)
-        free(w);
-    return cb;
-}
-
 /* One thread's rows [r0, r1) of the passes after the oracle: the oracle's
  * cast and the original reference in f32, the largest error/bound ratio,
  * the two comparisons and the largest parts of the gap (a NaN passed over,
@@ -439,14 +410,9 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     size_t off[7] = {0};
     for (int i = 0; i < 6; i++)
         off[i + 1] = off[i] + (sizes[i] + 63) / 64 * 64;
-    if (a->work_bytes < off[6]) {   /* kept in the audit: fresh pages fault */
-        free(a->work);
-        a->work_bytes = 0;
-        if (!(a->work = malloc(off[6])))
-            return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of case "
-                            "%lld", off[6], (long long)index);
-        a->work_bytes = off[6];
-    }
+    if (!tk__keep(&a->work, &a->work_bytes, off[6]))
+        return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %zu bytes of case %lld",
+                        off[6], (long long)index);
     char *mem = a->work;
     char *stored = mem, *outp = mem + off[1];
     float *px = (float *)(void *)(mem + off[2]), *py = mm ? px + mk : NULL;
@@ -471,8 +437,12 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!rc) {
         memset(outp, 0xFF, (size_t)count * eo);   /* NaN, so unwritten elements show */
-        int cb = tk__candidate_and_oracle(a, threads, (const tk_matrix *const *)in, out, &p,
-                                          s, A, exact ? NULL : o, pack, &left);
+        /* The main pass, started beside the candidate. */
+        tk__chunks w = {.p = p, .s = s, .A = A, .o = exact ? NULL : o, .pack = pack, .a = a,
+                        .in = (const tk_matrix *const *)in, .out = out};
+        tk__run_chunks(threads, &w);
+        int cb = w.cb;
+        left = w.left;
         ran = !cb;
         if (cb)
             rc = tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld (%lldx%lldx%lld "

@@ -657,23 +657,15 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run)
         tk__run_free(run, n);
         return rc;
     }
-    if (c->work_bytes < undo) {  /* one run at a time: re-entry is refused */
-        free(c->work);
-        c->work = malloc(undo);
-        c->work_bytes = c->work ? undo : 0;
-    }
-    if (c->wrote_bytes < wrote || !c->wrote) {
-        free(c->wrote);
-        c->wrote = malloc(wrote ? wrote : 1);
-        c->wrote_bytes = c->wrote ? wrote : 0;
-    }
-    run->undo = c->work;
-    run->wrote = c->wrote;
-    if (!run->undo || !run->wrote) {
+    /* One run at a time (re-entry is refused), so no run needs another's. */
+    if (!tk__keep(&c->work, &c->work_bytes, undo) ||
+        !tk__keep(&c->wrote, &c->wrote_bytes, wrote)) {
         tk__run_free(run, n);
         return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for %zu bytes of saved "
                         "output", undo);
     }
+    run->undo = c->work;
+    run->wrote = c->wrote;
     return TK_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -66,6 +67,19 @@ static inline bool tk__add(int64_t a, int64_t b, int64_t *r)
 
 /* rows*cols*elem bytes, as size_t, or a TK_EOVERFLOW failure naming it. */
 int tk__bytes(int64_t rows, int64_t cols, int64_t elem, size_t *bytes);
+
+/* A buffer a handle keeps between runs (fresh pages fault on each): *buf
+ * of *have bytes, replaced by a larger one when need is more.  False, with
+ * *buf NULL and *have 0, when that allocation fails. */
+static inline bool tk__keep(void **buf, size_t *have, size_t need)
+{
+    if (*buf && *have >= need)
+        return true;
+    free(*buf);
+    *buf = malloc(need ? need : 1);
+    *have = *buf ? need : 0;
+    return *buf != NULL;
+}
 
 struct tk_matrix {
     int dtype;

@@ -295,11 +295,8 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
                         tk_dtype_name(output->dtype));
     struct tk__kernel_box *b = (struct tk__kernel_box *)k;   /* only the cache changes */
     bool cached = !atomic_flag_test_and_set_explicit(&b->work_busy, memory_order_acquire);
-    if (cached && b->work_bytes < bytes) {
-        free(b->work);
-        b->work = malloc(bytes);
-        b->work_bytes = b->work ? bytes : 0;
-    }
+    if (cached)
+        tk__keep(&b->work, &b->work_bytes, bytes);
     void *work = cached ? b->work : malloc(bytes);
     if (!work)
         rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of %s", bytes,

@@ -619,14 +619,9 @@ static int tk__execute(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix
                         "output image, overflow", (long long)first[n + 1],
                         (long long)p->t->block_rows, (long long)p->t->block_cols,
                         (long long)output->rows, (long long)output->cols);
-    if (p->work_bytes < slot_bytes + image_bytes) {
-        free(p->work);
-        p->work_bytes = 0;
-        if (!(p->work = malloc(slot_bytes + image_bytes)))
-            return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of "
-                            "slots and %zu of output image", slot_bytes, image_bytes);
-        p->work_bytes = slot_bytes + image_bytes;
-    }
+    if (!tk__keep(&p->work, &p->work_bytes, slot_bytes + image_bytes))
+        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of slots "
+                        "and %zu of output image", slot_bytes, image_bytes);
     float *slots = p->work;
     unsigned char *image = (unsigned char *)p->work + slot_bytes;
     /* On-chip memory starts uninitialized: NaN, as Pallas's interpret mode
