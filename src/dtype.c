@@ -84,43 +84,6 @@ TK_DISPATCH(tk__f16_from_loop, (uint16_t *restrict d, const float *restrict s, s
         d[i] = tk__f16_from(s[i]);
 }
 
-/* The F16C loop below on the x86 paths (every AVX2 CPU has F16C), else the
- * portable one. */
-#if TK__ISA_X86
-#define TK__F16C_OR(f16c, loop, ...) \
-    (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
-#else
-#define TK__F16C_OR(f16c, loop, ...) loop(__VA_ARGS__)
-#endif
-
-/* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
- * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
- * but quiets a signalling NaN, which numpy does not, so eight floats with a
- * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
- * times a memcpy of the source on an AVX2 AMD EPYC.) */
-#if TK__ISA_X86
-#include <immintrin.h>
-
-TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *restrict s,
-                                          size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(s + i);
-        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        if (_mm256_testz_ps(nan, nan))
-            _mm_storeu_si128((__m128i *)(void *)(d + i),
-                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        else
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = tk__f16_from(s[j]);
-    }
-    for (; i < n; i++)
-        d[i] = tk__f16_from(s[i]);
-}
-#endif
-
-
 TK_DISPATCH(tk__f16_to_loop, (float *restrict d, const uint16_t *restrict s, size_t n),
             (d, s, n))
 {
@@ -156,6 +119,34 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
         d[i] = tk__e5m2_to(s[i]);
 }
 
+/* ---- F16C on the x86 paths (every AVX2 CPU has it) ---------------------- */
+
+#if TK__ISA_X86
+#include <immintrin.h>
+
+/* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
+ * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
+ * but quiets a signalling NaN, which numpy does not, so eight floats with a
+ * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
+ * times a memcpy of the source on an AVX2 AMD EPYC.) */
+TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *restrict s,
+                                          size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(s + i);
+        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (_mm256_testz_ps(nan, nan))
+            _mm_storeu_si128((__m128i *)(void *)(d + i),
+                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        else
+            for (size_t j = i; j < i + 8; j++)
+                d[j] = tk__f16_from(s[j]);
+    }
+    for (; i < n; i++)
+        d[i] = tk__f16_from(s[i]);
+}
+
 /* f32 -> float8_e5m2 on the AVX2 and AVX-512 paths, once rounded: an e5m2
  * is the top byte of an f16, so vcvtps2ph truncating (toward zero) gives
  * the f16 t at or below |x| and whether bits were lost (t widened back
@@ -163,7 +154,6 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
  * low byte with those lost bits as the sticky bit.  Past the largest f16
  * t is 0x7BFF, which rounds up to Inf as e5m2 overflows.  Eight floats
  * with a NaN among them take tk__e5m2_from. */
-#if TK__ISA_X86
 TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *restrict s,
                                            size_t n)
 {
@@ -185,27 +175,21 @@ TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *res
                                          _mm256_extractf128_si256(_mm256_castps_si256(lost),
                                                                   1));
         __m128i l = _mm_and_si128(t, low), keep = _mm_srli_epi16(t, 8);
-        __m128i up = _mm_or_si128(_mm_cmpgt_epi16(l, half),
-                                  _mm_and_si128(_mm_cmpeq_epi16(l, half),
-                                                _mm_or_si128(sticky,
-                                                             _mm_cmpeq_epi16(
-                                                                 _mm_and_si128(keep, one),
-                                                                 one))));
-        __m128i r = _mm_sub_epi16(keep, up);   /* up is -1 where it rounds up */
+        __m128i odd = _mm_cmpeq_epi16(_mm_and_si128(keep, one), one);
+        __m128i tie = _mm_and_si128(_mm_cmpeq_epi16(l, half), _mm_or_si128(sticky, odd));
+        __m128i up = _mm_or_si128(_mm_cmpgt_epi16(l, half), tie);   /* -1 to round up */
+        __m128i r = _mm_sub_epi16(keep, up);
         _mm_storel_epi64((__m128i *)(void *)(d + i), _mm_packus_epi16(r, r));
     }
     for (; i < n; i++)
         d[i] = tk__e5m2_from(s[i]);
 }
-#endif
-
 
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
  * their sign, as in tk__e5m2_to.  (The bit rule alone ran at 1.2 to 1.4
  * times a memcpy of the destination on an AVX2 AMD EPYC.) */
-#if TK__ISA_X86
 TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restrict s,
                                          size_t n)
 {
@@ -223,8 +207,13 @@ TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restr
     for (; i < n; i++)
         d[i] = tk__e5m2_to(s[i]);
 }
-#endif
 
+/* The F16C loop on the x86 paths, else the portable one. */
+#define TK__F16C_OR(f16c, loop, ...) \
+    (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
+#else
+#define TK__F16C_OR(f16c, loop, ...) loop(__VA_ARGS__)
+#endif
 
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
 {
