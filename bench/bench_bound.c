@@ -9,15 +9,17 @@
  * the same run (median of 5), on one thread and on two (TK_KERNEL_THREADS
  * of the contract: the oracle's and the diagnosis's passes split by rows).
  * The candidate alone is one baseline.  The oracle's three float64 sums
- * (the stored data's, its magnitudes' and the original data's) run in
- * 2 x 8 register tiles over packed panels, about 3.2 baselines on one
- * thread of the AVX2 development machine, where the float64 arithmetic
- * bounds them.  On two threads they start beside the candidate and the
- * checks after them split by rows.  The issue's aim is 3.0: two threads
- * read 2.3 to 2.6 on a quiet machine, but 2.8 to 3.0 inside a full `make
- * bench` and up to 4.3 when the VM's other core is busy, so the limit is a
- * guard at 4.5; one thread reads 4.5 to 5.3 (6.6 to 8.1 before 0.6's
- * oracle), guarded at 7.  (Before 0.6 the
+ * (the stored data's, its magnitudes' and the original data's) run over
+ * packed panels in register tiles: 2 x 8 on the portable and AVX2 paths,
+ * about 3.2 baselines on one thread of an AVX2 AMD EPYC (Zen 3), where the
+ * float64 arithmetic bounds them; 4 x 16 on the AVX-512 path, about 2.6
+ * on an AVX-512 AMD EPYC (Zen 5).  On two threads they start beside the
+ * candidate and the checks after them split by rows.  The issue's aim is
+ * 3.0.  Two threads read 2.27 to 2.35 on the Zen 5; on the Zen 3, 2.3 to
+ * 2.6 on a quiet machine, 2.8 to 3.3 inside a full `make bench` and up to
+ * 4.3 when the VM's other core is busy, so the limit is a guard at 4.5.
+ * One thread reads 4.2 to 4.5 on the Zen 5 and 4.5 to 5.8 on the Zen 3
+ * (6.6 to 8.1 before 0.6's oracle), guarded at 7.  (Before 0.6 the
  * baseline was compiled without -march=native, and its speed depended on
  * where the linker put it: 0.10 to 0.18 s, which made the ratio read 2.8
  * to 6.)  Prints

@@ -109,6 +109,8 @@ _REDUCTIONS = """
     rng = np.random.default_rng(11)
     x = rng.standard_normal((69, 300), np.float32)
     y = rng.standard_normal((300, 21), np.float32)
+    # 13 columns: AVX-512's 4 x 16 tiles end inside the matrix.
+    x13, y13 = x[:, :130], rng.standard_normal((130, 13), np.float32)
     BF16 = np.dtype(ml_dtypes.bfloat16)
     def good(x, y, out):
         out[...] = (x.astype(np.float32) @ y.astype(np.float32)).astype(out.dtype)
@@ -123,13 +125,14 @@ _REDUCTIONS = """
     h = hashlib.blake2b(digest_size=16)
     with tempfile.TemporaryDirectory() as d:
         for threads in (1, 3):
-            for contract, fn, inputs in ((tk.Kernel.matmul(), good, [x, y]),
-                                         (tk.Kernel.matmul(), bf16_acc, [x, y]),
-                                         (tk.Kernel.row_sum(), row_sum, [x])):
+            for contract, fn, shapes in ((tk.Kernel.matmul(), good, [[x, y], [x13, y13]]),
+                                         (tk.Kernel.matmul(), bf16_acc, [[x, y]]),
+                                         (tk.Kernel.row_sum(), row_sum, [[x]])):
                 contract.threads = threads
                 a = tk.Audit(contract, fn)
                 for dtype in ("float32", "bfloat16", "float16"):
-                    a.add_reduction_case(dtype, inputs, out_dtype="float32")
+                    for inputs in shapes:
+                        a.add_reduction_case(dtype, inputs, out_dtype="float32")
                 a.run()
                 path = os.path.join(d, "r.json")
                 a.write_report(path)
