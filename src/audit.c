@@ -49,7 +49,7 @@ static bool tk__next_span(const tk__case *c, tk__span *b)
 /* The stored elements of a block. */
 static void *tk__span_data(const tk_matrix *m, const tk__span *b)
 {
-    return (char *)m->data + (size_t)b->off * (size_t)tk_dtype_size(m->dtype);
+    return (char *)m->data + (size_t)b->off * (size_t)tk__esize(m->dtype);
 }
 
 /* An audit whose candidate is running refuses changes and runs (TK_ESTATE):
@@ -257,7 +257,7 @@ static void tk__destroy_all(tk_matrix **m, int n)
 /* n matrices of the case's shape and dtype over consecutive planes of mem. */
 static int tk__wrap_planes(const tk__case *c, char *mem, int n, tk_matrix **m)
 {
-    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype);
+    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype);
     for (int i = 0; i < n; i++) {
         int rc = tk_matrix_wrap(&m[i], c->dtype, c->rows, c->cols, c->cols,
                                 mem + (size_t)i * plane);
@@ -284,7 +284,7 @@ static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
 {
     const tk__case *c = &a->cases[index];
     memset(out->data, 0xFF,
-           (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype));
+           (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype));
     int rc = a->fn(a->user, (const tk_matrix *const *)in, out);
     if (rc)
         return tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld "
@@ -297,7 +297,7 @@ static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
 static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 {
     size_t bytes;
-    int rc = tk__bytes(c->rows * c->cols, n_planes * tk_dtype_size(c->dtype), 1, &bytes);
+    int rc = tk__bytes(c->rows * c->cols, n_planes * tk__esize(c->dtype), 1, &bytes);
     if (rc)
         return rc;
     if (!tk__keep(&a->work, &a->work_bytes, bytes))
@@ -413,7 +413,7 @@ static void *tk__measure_share(void *arg)
     const tk_kernel *k = s->a->k;
     int n = k->n_inputs, d = c->dtype;
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS, index = 0;
-    size_t es = (size_t)tk_dtype_size(d);
+    size_t es = (size_t)tk__esize(d);
     float *buf = malloc((size_t)(n + 4) * (size_t)B * sizeof(float));
     if (!buf) {
         s->rc = tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
@@ -570,7 +570,7 @@ static void tk__set_code(void *p, size_t es, int64_t j, uint32_t c)
  * farther out than v; a NaN from e4m3fn's overflow becomes 448). */
 static void tk__cast(int dtype, int schedule, const float *v, void *dst, int64_t n)
 {
-    size_t es = (size_t)tk_dtype_size(dtype);
+    size_t es = (size_t)tk__esize(dtype);
     tk__row_from_f32(dtype, v, dst, n);
     if (schedule != TK_SCHEDULE_TRUNCATE || dtype == TK_DTYPE_F32)
         return;
@@ -637,7 +637,7 @@ static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *
     const tk_kernel *k = a->k;
     int n = k->n_inputs;
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
-    size_t es = (size_t)tk_dtype_size(c->dtype);
+    size_t es = (size_t)tk__esize(c->dtype);
     float *buf = malloc((size_t)(2 * n + 2) * (size_t)B * sizeof(float));
     if (!buf)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
@@ -685,7 +685,7 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     const tk__case *c = &a->cases[index];
     tk_matrix *m[TK_KERNEL_MAX_INPUTS + 1];
     int n = a->k->n_inputs;
-    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk_dtype_size(c->dtype);
+    size_t plane = (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype);
     char *mem = NULL;
     int rc = tk__work(a, c, n + 2, &mem);
     if (rc || (rc = tk__wrap_planes(c, mem, n + 1, m)))
@@ -907,8 +907,8 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
     /* Planes: the stored inputs, the permuted ones (row r of every input is
      * its row order[r]), and the two outputs. */
     tk_matrix *m[2 * TK_KERNEL_MAX_INPUTS + 2], **pin = m + n;
-    size_t row_bytes = (size_t)c->cols * (size_t)tk_dtype_size(c->dtype), bytes;
-    int rc = tk__bytes(c->rows * c->cols, (2 * n + 2) * tk_dtype_size(c->dtype), 1,
+    size_t row_bytes = (size_t)c->cols * (size_t)tk__esize(c->dtype), bytes;
+    int rc = tk__bytes(c->rows * c->cols, (2 * n + 2) * tk__esize(c->dtype), 1,
                        &bytes);
     if (rc)
         return rc;
@@ -932,7 +932,7 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
             if (!memcmp(got, want, row_bytes))
                 continue;
             int64_t j = 0;
-            size_t es = (size_t)tk_dtype_size(c->dtype);
+            size_t es = (size_t)tk__esize(c->dtype);
             while (!memcmp(got + j * (int64_t)es, want + j * (int64_t)es, es))
                 j++;
             float g, w;

@@ -33,7 +33,7 @@ static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64
 {
     enum { CHUNK = 256 };
     float fx[CHUNK], fy[CHUNK];
-    size_t es = (size_t)tk_dtype_size(dtype);
+    size_t es = (size_t)tk__esize(dtype);
     for (int64_t i = 0; i < n; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         tk__row_to_f32(dtype, (const char *)x + (size_t)i * es, fx, m);

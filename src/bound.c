@@ -334,10 +334,10 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
     /* The block tk__audit_reduction allocates, in elements of 1 byte, with
      * packing scratch for as many threads as a kernel may have. */
     int64_t mk, kn, mn, in_bytes, per_out, pack;
-    per_out = tk_dtype_size(out_dtype) + 3 * 4 + 5 * 8 + 5 * 64;
+    per_out = tk__esize(out_dtype) + 3 * 4 + 5 * 8 + 5 * 64;
     if (!tk__mul(m, k, &mk) || !tk__mul(k, reduce == TK__REDUCE_MATMUL ? n : 0, &kn) ||
         !tk__mul(m, n, &mn) || mk > INT64_MAX - kn ||
-        !tk__mul(mk + kn, tk_dtype_size(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
+        !tk__mul(mk + kn, tk__esize(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
         !tk__mul(n / TK__NR + 1, TK__KC * TK__NR * 3, &pack) ||
         !tk__add(pack, TK__MC * TK__KC * 3, &pack) ||
         !tk__mul(pack, 8 * TK_KERNEL_MAX_THREADS, &pack) || in_bytes > INT64_MAX - mn ||
@@ -397,7 +397,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     bool mm = kc->reduce == TK__REDUCE_MATMUL;
     int64_t m = c->rows, n = c->cols, k = c->depth, mk = m * k, kn = mm ? k * n : 0;
     int64_t count = m * n, threads = tk__pass_threads(kc, m);
-    size_t es = (size_t)tk_dtype_size(c->dtype), eo = (size_t)tk_dtype_size(c->out_dtype);
+    size_t es = (size_t)tk__esize(c->dtype), eo = (size_t)tk__esize(c->out_dtype);
     /* One block: stored inputs and output, promoted inputs, the candidate
      * and the oracle's cast in f32, five float64 planes (the oracle, its
      * alternative, the magnitudes, theirs, the originals' sums) and each

@@ -18,18 +18,7 @@ const char *tk_dtype_name(int dtype)
     }
 }
 
-int64_t tk_dtype_size(int dtype)
-{
-    switch (dtype) {
-    case TK_DTYPE_F32: return 4;
-    case TK_DTYPE_BF16: return 2;
-    case TK_DTYPE_I32: return 4;
-    case TK_DTYPE_F16: return 2;
-    case TK_DTYPE_F8E4M3FN: return 1;
-    case TK_DTYPE_F8E5M2: return 1;
-    default: return 0;
-    }
-}
+int64_t tk_dtype_size(int dtype) { return tk__esize(dtype); }
 
 uint16_t tk_bf16_from_f32(float x) { return tk__bf16_from(x); }
 
@@ -258,7 +247,7 @@ void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
     int64_t h = tk__f32_head(dst, n);
     if (h)
         tk__to_f32(dtype, src, dst, h);
-    tk__to_f32(dtype, (const char *)src + h * tk_dtype_size(dtype), dst + h, n - h);
+    tk__to_f32(dtype, (const char *)src + h * tk__esize(dtype), dst + h, n - h);
 }
 
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
@@ -266,7 +255,7 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
     int64_t h = tk__f32_head(src, n);
     if (h)
         tk__from_f32(dtype, src, dst, h);
-    tk__from_f32(dtype, src + h, (char *)dst + h * tk_dtype_size(dtype), n - h);
+    tk__from_f32(dtype, src + h, (char *)dst + h * tk__esize(dtype), n - h);
 }
 
 /* The checks of the two generic bulk conversions. */

@@ -178,7 +178,7 @@ typedef struct {
 TK_DISPATCH(tk__stage_pair, (int dtype, tk__src a, tk__src b, int64_t ld, int64_t h, int64_t w),
             (dtype, a, b, ld, h, w))
 {
-    int64_t es = tk_dtype_size(dtype), r = 0;
+    int64_t es = tk__esize(dtype), r = 0;
     for (; r + TK__GROUP <= h; r += TK__GROUP) {
         int64_t c = 0;
         for (; c + TK__LINE <= w; c += TK__LINE)
@@ -217,7 +217,7 @@ static void tk__stage_in(const tk__exec *e, tk__rect src, int64_t ld)
 TK_DISPATCH(tk__stage_out, (int dtype, const float *src, int64_t ld, unsigned char *dst, int64_t pitch, int64_t h, int64_t w),
             (dtype, src, ld, dst, pitch, h, w))
 {
-    int64_t es = tk_dtype_size(dtype), r = 0;
+    int64_t es = tk__esize(dtype), r = 0;
     for (; r + TK__GROUP <= h; r += TK__GROUP) {
         int64_t c = 0;
         for (; c + TK__LINE <= w; c += TK__LINE)
@@ -482,7 +482,7 @@ static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
 {
     *e = (tk__exec){.k = k, .dtype = out->dtype, .n = k->n_inputs, .rows = out->rows,
                     .cols = out->cols, .br = t->block_rows, .bc = t->block_cols,
-                    .esize = (size_t)tk_dtype_size(out->dtype), .out = out->data,
+                    .esize = (size_t)tk__esize(out->dtype), .out = out->data,
                     .out_ld = out->stride};
     /* A custom body runs on the matrices when they are f32 with one
      * stride and its output is not an input; it is staged otherwise.  (The
@@ -660,19 +660,18 @@ int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *con
     /* The padded inputs and output side by side in work, zeroed around the
      * inputs' data and wholly for the output on every run, as fresh
      * buffers would be (work holds an earlier run's data). */
-    size_t es = (size_t)tk_dtype_size(output->dtype);
+    size_t es = (size_t)tk__esize(output->dtype);
     size_t row = (size_t)t->padded_cols * es, plane = (size_t)t->padded_rows * row;
-    tk_matrix pin[TK_KERNEL_MAX_INPUTS], pout;
+    tk_matrix pin[TK_KERNEL_MAX_INPUTS];
     const tk_matrix *pp[TK_KERNEL_MAX_INPUTS];
-    for (int i = 0; i <= k->n_inputs; i++) {
+    tk_matrix pout = {output->dtype, t->padded_rows, t->padded_cols, t->padded_cols,
+                      (unsigned char *)work + (size_t)k->n_inputs * plane, NULL};
+    memset(pout.data, 0, plane);
+    for (int i = 0; i < k->n_inputs; i++) {
         unsigned char *d = (unsigned char *)work + (size_t)i * plane;
-        tk_matrix *m = i < k->n_inputs ? &pin[i] : &pout;
+        tk_matrix *m = &pin[i];
         *m = (tk_matrix){output->dtype, t->padded_rows, t->padded_cols, t->padded_cols, d,
                          NULL};
-        if (i == k->n_inputs) {
-            memset(d, 0, plane);
-            break;
-        }
         size_t valid = (size_t)t->cols * es;
         for (int64_t r = 0; r < t->rows; r++) {
             memcpy(d + (size_t)r * row, tk__row(inputs[i], r), valid);

@@ -81,6 +81,21 @@ static inline bool tk__keep(void **buf, size_t *have, size_t need)
     return *buf != NULL;
 }
 
+/* tk_dtype_size, inline for the per-row paths: bytes per element, 0 for
+ * an unknown dtype. */
+static inline int64_t tk__esize(int dtype)
+{
+    switch (dtype) {
+    case TK_DTYPE_F32: return 4;
+    case TK_DTYPE_BF16: return 2;
+    case TK_DTYPE_I32: return 4;
+    case TK_DTYPE_F16: return 2;
+    case TK_DTYPE_F8E4M3FN: return 1;
+    case TK_DTYPE_F8E5M2: return 1;
+    default: return 0;
+    }
+}
+
 struct tk_matrix {
     int dtype;
     int64_t rows, cols;
@@ -92,7 +107,7 @@ struct tk_matrix {
 /* Element (r, c) address helpers. */
 static inline void *tk__row(const tk_matrix *m, int64_t r)
 {
-    return (char *)m->data + (size_t)(r * m->stride * tk_dtype_size(m->dtype));
+    return (char *)m->data + (size_t)(r * m->stride * tk__esize(m->dtype));
 }
 
 /* A validated dtype for kernels: any float dtype, not I32. */
@@ -101,7 +116,7 @@ static inline void *tk__row(const tk_matrix *m, int64_t r)
 #define TK__DTYPE_MAX TK_DTYPE_F8E5M2    /* the largest dtype code */
 static inline bool tk__is_float_dtype(int dtype)
 {
-    return tk_dtype_size(dtype) > 0 && dtype != TK_DTYPE_I32;
+    return tk__esize(dtype) > 0 && dtype != TK_DTYPE_I32;
 }
 
 /* The library's one f32 -> bf16 rule, on bits: f32 bits in, the f32 bits
@@ -435,11 +450,11 @@ struct tk_call {
     float pad_value;           /* for TK_PAD_VALUE */
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
-    /* The saved-output buffer and the list of blocks written back, kept
-     * across runs (fresh pages would fault on each); a call runs one run at
+    /* The saved-output buffer, the list of blocks written back and the
+     * operands' f32 blocks and panels, kept across runs (fresh pages would fault on each); a call runs one run at
      * a time, so no run needs another. */
-    void *work, *wrote;
-    size_t work_bytes, wrote_bytes;
+    void *work, *wrote, *panels;
+    size_t work_bytes, wrote_bytes, panels_bytes;
     /* The last plan, kept while planned: every map is affine and nothing
      * that shapes the plan has changed since it was made. */
     tk__plan plan;

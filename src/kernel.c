@@ -197,8 +197,8 @@ int tk__kernel_threads(const tk_kernel *k)
 static bool tk__overlap(const tk_matrix *a, const tk_matrix *b)
 {
     const unsigned char *pa = a->data, *pb = b->data;
-    size_t na = (size_t)((a->rows - 1) * a->stride + a->cols) * (size_t)tk_dtype_size(a->dtype);
-    size_t nb = (size_t)((b->rows - 1) * b->stride + b->cols) * (size_t)tk_dtype_size(b->dtype);
+    size_t na = (size_t)((a->rows - 1) * a->stride + a->cols) * (size_t)tk__esize(a->dtype);
+    size_t nb = (size_t)((b->rows - 1) * b->stride + b->cols) * (size_t)tk__esize(b->dtype);
     return (uintptr_t)pa < (uintptr_t)pb + nb && (uintptr_t)pb < (uintptr_t)pa + na;
 }
 
@@ -285,7 +285,7 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     /* The work buffer: padded copies of every operand (the output is
      * written only by the final crop), or the undo copy of the output. */
     size_t bytes;
-    int64_t es = tk_dtype_size(output->dtype);
+    int64_t es = tk__esize(output->dtype);
     if ((rc = pad ? tk__bytes(k->n_inputs + 1, t->padded_elements, es, &bytes)
                   : tk__bytes(output->rows, output->cols, es, &bytes)))
         return tk__fail(rc, "tk_kernel_run: %s of %lldx%lld %s overflows",

@@ -334,7 +334,7 @@ static int tk__npy_load(FILE *f, const char *path, const unsigned char *pre,
 
     int64_t rows = h.dims[0], cols = h.dims[1];
     size_t bytes;
-    if ((rc = tk__bytes(rows, cols, tk_dtype_size(dtype), &bytes)))
+    if ((rc = tk__bytes(rows, cols, tk__esize(dtype), &bytes)))
         return tk__fail(rc, "%s: a %lldx%lld %s array is too large to address",
                         path, (long long)rows, (long long)cols, tk_dtype_name(dtype));
     /* A regular file's size is known: check it before allocating so that a
@@ -428,7 +428,7 @@ int tk_matrix_save_npy(const tk_matrix *m, const char *path)
     int rc = tk__out_open(&o, "tk_matrix_save_npy", path);
     if (rc)
         return rc;
-    size_t row = (size_t)m->cols * (size_t)tk_dtype_size(m->dtype);
+    size_t row = (size_t)m->cols * (size_t)tk__esize(m->dtype);
     fwrite(head, 1, total, o.f);  /* errors show in ferror, which commit checks */
     /* Borrowed matrices may have a row stride > cols: write logical rows. */
     if (m->stride == m->cols)

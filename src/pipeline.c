@@ -582,7 +582,7 @@ static void tk__copy_in(const tk_matrix *m, const tk_tiling *t, int64_t block, f
         int64_t valid = r < h ? w : 0;
         if (valid)
             tk__row_to_f32(m->dtype, (const char *)tk__row(m, r0 + r) +
-                                          c0 * tk_dtype_size(m->dtype), d, valid);
+                                          c0 * tk__esize(m->dtype), d, valid);
         memset(d + valid, 0, (size_t)(bc - valid) * sizeof *d);
     }
 }
@@ -590,7 +590,7 @@ static void tk__copy_in(const tk_matrix *m, const tk_tiling *t, int64_t block, f
 static void tk__copy_out(const float *slot, const tk_tiling *t, int64_t block, int dtype,
                          unsigned char *image, int64_t cols)
 {
-    int64_t r0, c0, h, w, es = tk_dtype_size(dtype);
+    int64_t r0, c0, h, w, es = tk__esize(dtype);
     tk_tiling_tile(t, block, &r0, &c0, &h, &w);
     for (int64_t r = 0; r < h; r++)
         tk__row_from_f32(dtype, slot + r * t->block_cols,
@@ -603,7 +603,7 @@ static int tk__execute(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix
 {
     const tk_kernel *k = p->k;
     int n = k->n_inputs;
-    int64_t area = p->t->block_rows * p->t->block_cols, es = tk_dtype_size(output->dtype);
+    int64_t area = p->t->block_rows * p->t->block_cols, es = tk__esize(output->dtype);
     int64_t first[TK_KERNEL_MAX_INPUTS + 2];  /* operand j's slots start here */
     first[0] = 0;
     for (int j = 0; j <= n; j++)  /* no overflow: tk__fits summed their bytes */
@@ -812,7 +812,7 @@ static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_m
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: a pipeline visits the padded grid; "
                         "shift-inwards would move its blocks (use TK_TAIL_MASK or TK_TAIL_PAD)");
     int n = p->k->n_inputs;
-    int64_t es = tk_dtype_size(output->dtype), area = p->t->block_rows * p->t->block_cols;
+    int64_t es = tk__esize(output->dtype), area = p->t->block_rows * p->t->block_cols;
     tk__flow f = {.n_in = n, .n_out = 1, .steps = p->t->tiles, .elems = area,
                   .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run"};
     for (int o = 0; o <= n; o++) {
@@ -909,7 +909,7 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
         const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
         int64_t area = s->block_rows * s->block_cols;  /* checked when it was added */
         f.buffers[o] = tk__buffers(p, &f, o);
-        f.bytes[o] = area * tk_dtype_size(s->dtype);  /* at most 4x the f32 block */
+        f.bytes[o] = area * tk__esize(s->dtype);  /* at most 4x the f32 block */
         f.elems = area > f.elems ? area : f.elems;
         int64_t padded;
         if (o >= c->n_in && !(tk__mul(s->grid_rows * s->block_rows, s->grid_cols *

@@ -140,7 +140,7 @@ int tk_pad(const tk_tiling *t, const tk_matrix *src, tk_matrix **padded)
     int rc = tk_matrix_create(&p, src->dtype, t->padded_rows, t->padded_cols);
     if (rc)
         return rc;
-    size_t row_bytes = (size_t)(src->cols * tk_dtype_size(src->dtype));
+    size_t row_bytes = (size_t)(src->cols * tk__esize(src->dtype));
     for (int64_t r = 0; r < src->rows; r++)
         memcpy(tk__row(p, r), tk__row(src, r), row_bytes);
     *padded = p;
@@ -164,7 +164,7 @@ int tk_crop(const tk_tiling *t, const tk_matrix *padded, tk_matrix *dst)
     if (dst->dtype != padded->dtype)
         return tk__fail(TK_EDTYPE, "tk_crop: padded matrix is %s but the destination "
                         "is %s", tk_dtype_name(padded->dtype), tk_dtype_name(dst->dtype));
-    size_t row_bytes = (size_t)(dst->cols * tk_dtype_size(dst->dtype));
+    size_t row_bytes = (size_t)(dst->cols * tk__esize(dst->dtype));
     for (int64_t r = 0; r < dst->rows; r++)
         memmove(tk__row(dst, r), tk__row(padded, r), row_bytes);
     return TK_OK;

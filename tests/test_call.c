@@ -474,6 +474,82 @@ Test(call, pad_policies_zero_nan_and_a_value)
     tk_matrix_destroy(out);
 }
 
+/* Steps whose blocks all move one along their block rows share panels
+ * (a stretch): a bf16 input with tails on both axes, read through them,
+ * shows its values and the pad value in the same places as one block at a
+ * time would; the blocks' ld spans the panel. */
+Test(call, side_by_side_blocks_read_the_edge_fill_through_a_panel)
+{
+    int64_t R = 10, C = 300;
+    float *x = ints(R * C, 12);
+    tk_matrix *in = from(TK_DTYPE_BF16, R, C, x), *out = blank(TK_DTYPE_F32, 16, 384);
+    int64_t grid[2] = {2, 3};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 16, 384, 8, 128, NULL);
+    tkt_expect_status(tk_call_set_pad_value(c, -7.5f), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < 16; r++)
+        for (int64_t j = 0; j < 384; j++)
+            cr_assert_eq(tkt_bits(at(out, r, j)),
+                         tkt_bits(r < R && j < C ? x[r * C + j] : -7.5f), "(%lld, %lld)",
+                         (long long)r, (long long)j);
+    cr_assert_eq(stat(c, TK_STAT_COPIES_IN), 6.0);
+    cr_assert_eq(stat(c, TK_STAT_COPIES_OUT), 6.0);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(x);
+}
+
+/* Block columns 0, 1, 2, 2: a stretch of three steps, then the last block
+ * again for input and output, skipped and resident where the stretch left
+ * it. */
+static int then_again(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user;
+    (void)rank;
+    *br = 0;
+    *bc = g[1] < 2 ? g[1] : 2;
+    return 0;
+}
+
+static int add_on_revisit(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t r = 0; r < b[0]->rows; r++)
+        for (int64_t c = 0; c < b[0]->cols; c++)
+            *B(b, 1, r, c) = (b[1]->grid[1] == 3 ? *B(b, 1, r, c) : 0.0f) + *B(b, 0, r, c);
+    return 0;
+}
+
+Test(call, a_block_repeated_after_a_stretch_is_the_one_it_left)
+{
+    int64_t R = 8, C = 384;
+    float *x = ints(R * C, 13);
+    tk_matrix *in = from(TK_DTYPE_BF16, R, C, x), *out = blank(TK_DTYPE_BF16, R, C);
+    int64_t grid[2] = {1, 4};
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, add_on_revisit, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tk_call_add_output(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_INPUT, 0, then_again, NULL), TK_OK);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_OUTPUT, 0, then_again, NULL), TK_OK);
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t j = 0; j < C; j++)   /* small integers: the doubling is exact */
+            cr_assert_eq(at(out, r, j), (j < 256 ? 1.0f : 2.0f) * x[r * C + j],
+                         "(%lld, %lld)", (long long)r, (long long)j);
+    cr_assert_eq(stat(c, TK_STAT_COPIES_SKIPPED), 1.0);
+    cr_assert_eq(stat(c, TK_STAT_COPIES_OUT), 3.0);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(x);
+}
+
 static int fails_at_step(void *user, tk_block *const *b, int n)
 {
     int64_t *left = user;
