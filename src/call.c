@@ -572,6 +572,50 @@ static void tk__undo(const tk_call *c, tk_matrix *const *outputs, tk__run *run)
     }
 }
 
+void tk__call_view(const tk_call *c, int o, const int64_t *b, const int64_t *g, float *data,
+                   int64_t ld, tk_block *v)
+{
+    int kind, index;
+    const tk__spec *s = tk__op(c, o, &kind, &index);
+    int64_t vr, vc;
+    tk__valid(s, b, &vr, &vc);
+    *v = (tk_block){.size = sizeof(tk_block), .data = data, .ld = ld, .rows = s->block_rows,
+                    .cols = s->block_cols, .valid_rows = vr, .valid_cols = vc,
+                    .block_row = b[0], .block_col = b[1], .rank = c->rank, .operand = index,
+                    .is_output = kind == TK_CALL_OUTPUT};
+    memcpy(v->grid, g, (size_t)c->rank * sizeof *g);
+}
+
+int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t *g,
+                  const char *fn, const char *outputs)
+{
+    int rc = c->body(c->user, blocks, c->n_in + c->n_out);
+    if (!rc)
+        return TK_OK;
+    char gt[96];
+    tk__grid_text(c, g, gt, sizeof gt);
+    return tk__fail(TK_ECALLBACK, "%s: the body returned %d at step %lld, grid index %s; "
+                    "the outputs %s", fn, rc, (long long)st, gt, outputs);
+}
+
+void tk__call_copy_in(const tk_call *c, int i, const tk_matrix *m, const int64_t *b,
+                      float *dst, float fill)
+{
+    tk__copy_in(&c->in[i], m, b, 1, dst, fill);
+}
+
+void tk__call_cast_out(const tk_call *c, int j, const float *src, const int64_t *b,
+                       unsigned char *image)
+{
+    const tk__spec *s = &c->out[j];
+    int64_t vr, vc, es = tk__esize(s->dtype);
+    tk__valid(s, b, &vr, &vc);
+    for (int64_t r = 0; r < vr; r++)
+        tk__row_from_f32(s->dtype, src + r * s->block_cols,
+                         image + ((b[0] * s->block_rows + r) * s->cols +
+                                  b[1] * s->block_cols) * es, vc);
+}
+
 /* f32 bytes of the panels (every operand but the inputs read in place)
  * that one stretch of side-by-side steps fills: a quarter of a Zen 3's
  * L2, so they are still there when the body reads them. */
@@ -648,7 +692,6 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
             const tk__spec *s = tk__op(c, o, &kind, &index);
             const int64_t *b = &p->idx[(st * p->n + o) * 2];
             bool same = st > 0 && tk__same(b, &p->idx[((st - 1) * p->n + o) * 2]);
-            tk_block *v = &run->view[o];
             int64_t vr, vc;
             tk__valid(s, b, &vr, &vc);
             if (kind == TK_CALL_INPUT && !same) {
@@ -684,26 +727,17 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
                 copies_out++;
                 bytes_out += vr * vc * tk__esize(s->dtype);
             }
-            *v = (tk_block){.size = sizeof(tk_block), .data = run->cur[o].data,
-                            .ld = run->cur[o].ld, .rows = s->block_rows,
-                            .cols = s->block_cols, .valid_rows = vr, .valid_cols = vc,
-                            .block_row = b[0], .block_col = b[1], .rank = c->rank,
-                            .operand = index, .is_output = kind == TK_CALL_OUTPUT};
-            memcpy(v->grid, g, (size_t)c->rank * sizeof *g);
-            run->ptr[o] = v;
+            tk__call_view(c, o, b, g, run->cur[o].data, run->cur[o].ld, &run->view[o]);
+            run->ptr[o] = &run->view[o];
         }
-        int rc = c->body(c->user, run->ptr, p->n);
+        int rc = tk__call_body(c, run->ptr, st, g, "tk_call_run", run->undo ? "are unchanged"
+                               : "may be partly written (TK_CALL_UNDO is 0)");
         if (rc) {
             if (run->undo)
                 tk__undo(c, outputs, run);
             else
                 tk__stream_fence();  /* the blocks written back are in memory */
-            char gt[96];
-            tk__grid_text(c, g, gt, sizeof gt);
-            return tk__fail(TK_ECALLBACK, "tk_call_run: the body returned %d at step %lld, "
-                            "grid index %s; the outputs %s", rc, (long long)st, gt,
-                            run->undo ? "are unchanged" :
-                            "may be partly written (TK_CALL_UNDO is 0)");
+            return rc;
         }
     }
     for (int j = 0; j < c->n_out; j++)

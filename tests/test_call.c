@@ -939,6 +939,76 @@ Test(call, unequal_slot_counts_on_a_kernel_pipeline)
     free(x);
 }
 
+static int copy_kernel_body(void *user, int64_t rows, int64_t cols, int64_t ld,
+                            const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            out[r * ld + c] = in[0][r * ld + c];
+    return 0;
+}
+
+/* With detection off a faulty schedule runs slot by slot on a call as on a
+ * kernel: an identity-mapped call copying its block and the same copy as a
+ * kernel over the same tiling leave the same bits, fault by fault and with
+ * one or two output slots, and some faults leave stale blocks. */
+Test(call, an_unchecked_faulty_schedule_runs_slot_by_slot_as_a_kernel_pipeline)
+{
+    int64_t R = 20, C = 300, grid[2] = {3, 3};
+    float *x = ints(R * C, 17);
+    tk_matrix *in = from(TK_DTYPE_BF16, R, C, x);
+    tk_matrix *by_call = blank(TK_DTYPE_BF16, R, C), *by_kernel = blank(TK_DTYPE_BF16, R, C);
+    size_t bytes = (size_t)(R * C * 2);
+    tk_call *c;
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_device *d;
+    tk_pipeline *pc, *pk;
+    tkt_expect_status(tk_call_create(&c, 2, grid, copy_body, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tk_call_add_output(c, TK_DTYPE_BF16, R, C, 8, 128, NULL);
+    tkt_expect_status(tk_kernel_custom(&k, 1, copy_kernel_body, NULL), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&pc, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_create(&pk, k, t, d), TK_OK);
+    int stale = 0;
+    for (int64_t out_slots = 1; out_slots <= 2; out_slots++)
+        for (int64_t fault = TK_FAULT_NONE; fault <= TK_FAULT_EARLY_COPY_OUT; fault++) {
+            tk_pipeline *ps[2] = {pc, pk};
+            for (int i = 0; i < 2; i++) {
+                tkt_expect_status(tk_pipeline_set(ps[i], TK_PIPE_DETECT_RACES, 0), TK_OK);
+                tkt_expect_status(tk_pipeline_set(ps[i], TK_PIPE_OUTPUT_BUFFERS, out_slots),
+                                  TK_OK);
+                tkt_expect_status(tk_pipeline_set(ps[i], TK_PIPE_FAULT, fault), TK_OK);
+            }
+            memset(tk_matrix_data(by_call), 0x55, bytes);
+            memset(tk_matrix_data(by_kernel), 0x55, bytes);
+            tkt_expect_status(tk_pipeline_run_call(pc, 1, (const tk_matrix *const *)&in, 1,
+                                                   &by_call), TK_OK);
+            tkt_expect_status(tk_pipeline_run(pk, (const tk_matrix *const *)&in, by_kernel),
+                              TK_OK);
+            cr_assert(!memcmp(tk_matrix_data(by_call), tk_matrix_data(by_kernel), bytes),
+                      "fault %lld, %lld output slot(s)", (long long)fault,
+                      (long long)out_slots);
+            stale += memcmp(tk_matrix_data(by_call), tk_matrix_data(in), bytes) != 0;
+            cr_assert(fault != TK_FAULT_NONE ||
+                      !memcmp(tk_matrix_data(by_call), tk_matrix_data(in), bytes));
+        }
+    cr_assert(stale > 0, "no fault changed the data");
+    tk_pipeline_destroy(pc);
+    tk_pipeline_destroy(pk);
+    tk_device_destroy(d);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(k);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(by_call);
+    tk_matrix_destroy(by_kernel);
+    free(x);
+}
+
 static int first_three(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
 {
     (void)user;
