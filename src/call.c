@@ -587,15 +587,15 @@ void tk__call_view(const tk_call *c, int o, const int64_t *b, const int64_t *g, 
 }
 
 int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t *g,
-                  const char *fn, const char *outputs)
+                  const char *fn, const char *outcome)
 {
     int rc = c->body(c->user, blocks, c->n_in + c->n_out);
     if (!rc)
         return TK_OK;
     char gt[96];
     tk__grid_text(c, g, gt, sizeof gt);
-    return tk__fail(TK_ECALLBACK, "%s: the body returned %d at step %lld, grid index %s; "
-                    "the outputs %s", fn, rc, (long long)st, gt, outputs);
+    return tk__fail(TK_ECALLBACK, "%s: the body returned %d at step %lld, grid index %s; %s",
+                    fn, rc, (long long)st, gt, outcome);
 }
 
 void tk__call_copy_in(const tk_call *c, int i, const tk_matrix *m, const int64_t *b,
@@ -730,8 +730,10 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
             tk__call_view(c, o, b, g, run->cur[o].data, run->cur[o].ld, &run->view[o]);
             run->ptr[o] = &run->view[o];
         }
-        int rc = tk__call_body(c, run->ptr, st, g, "tk_call_run", run->undo ? "are unchanged"
-                               : "may be partly written (TK_CALL_UNDO is 0)");
+        int rc = tk__call_body(c, run->ptr, st, g, "tk_call_run",
+                               run->undo ? "the outputs are unchanged"
+                                         : "the outputs may be partly written "
+                                           "(TK_CALL_UNDO is 0)");
         if (rc) {
             if (run->undo)
                 tk__undo(c, outputs, run);

@@ -472,13 +472,14 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
 float tk__call_fill(const tk_call *c);
 /* The pieces of a step that the pipeline's run slot by slot shares: the
  * view a body sees of operand o's block b at grid index g over data; the
- * body called on a step's views (its failure named with fn, and the words
- * on the outputs); input i's block b promoted into dst (fill past the
- * edge); output j's block b cast from src into an image of the output. */
+ * body called on a step's views (a failure's message names fn and ends
+ * with outcome, what became of the outputs); input i's block b promoted
+ * into dst (fill past the edge); output j's block b cast from src into an
+ * image of the output. */
 void tk__call_view(const tk_call *c, int o, const int64_t *b, const int64_t *g, float *data,
                    int64_t ld, tk_block *v);
 int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t *g,
-                  const char *fn, const char *outputs);
+                  const char *fn, const char *outcome);
 void tk__call_copy_in(const tk_call *c, int i, const tk_matrix *m, const int64_t *b,
                       float *dst, float fill);
 void tk__call_cast_out(const tk_call *c, int j, const float *src, const int64_t *b,

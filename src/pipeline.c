@@ -562,119 +562,28 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
 }
 
 /* ---- the data ------------------------------------------------------------
- * The schedule runs on the host with f32 slots: a copy-in promotes a block
- * (zero past the matrix's edge), a body sees its step's slots, a copy-out
- * casts the valid part once into an image of the output, which reaches
- * the caller only when every step has succeeded.  The built-in body on a
- * schedule checked free of hazards computes the same bits without slots
- * (tk__kernel_axpy_run): each block is then copied in whole before its
- * body and out after it, and the body is elementwise.  Data moves when a copy
- * starts, so a schedule run with its hazards unchecked computes what that
- * order of operations implies. */
+ * A schedule runs on the host with f32 slots, a kernel's as the call of
+ * its tiling (tk__kernel_call): each operand's slots hold f32 blocks of its
+ * own shape, NaN at first, as Pallas's interpret mode fills on-chip memory
+ * (a body or a faulty schedule that reads a slot nothing wrote shows NaN
+ * rather than zeros); a copy-in promotes the block its fetch number names
+ * (the call's pad fill, zero for a kernel, past the edge); a body sees its
+ * step's slots; a copy-out casts its block's valid part into an image of
+ * its output.  The images start as copies of the outputs (blocks no step
+ * maps keep their bytes) and reach them only when every step has
+ * succeeded.  Data moves when a copy starts, so a schedule run with its
+ * hazards unchecked computes what that order of operations implies.  The
+ * built-in body on a schedule checked free of hazards computes the same
+ * bits without slots (tk__kernel_axpy_run), and so does a call's host run
+ * (tk__call_execute). */
 
-static void tk__copy_in(const tk_matrix *m, const tk_tiling *t, int64_t block, float *slot)
-{
-    int64_t r0, c0, h, w;
-    tk_tiling_tile(t, block, &r0, &c0, &h, &w);
-    int64_t br = t->block_rows, bc = t->block_cols;
-    for (int64_t r = 0; r < br; r++) {
-        float *d = slot + r * bc;
-        int64_t valid = r < h ? w : 0;
-        if (valid)
-            tk__row_to_f32(m->dtype, (const char *)tk__row(m, r0 + r) +
-                                          c0 * tk__esize(m->dtype), d, valid);
-        memset(d + valid, 0, (size_t)(bc - valid) * sizeof *d);
-    }
-}
-
-static void tk__copy_out(const float *slot, const tk_tiling *t, int64_t block, int dtype,
-                         unsigned char *image, int64_t cols)
-{
-    int64_t r0, c0, h, w, es = tk__esize(dtype);
-    tk_tiling_tile(t, block, &r0, &c0, &h, &w);
-    for (int64_t r = 0; r < h; r++)
-        tk__row_from_f32(dtype, slot + r * t->block_cols,
-                         image + ((r0 + r) * cols + c0) * es, w);
-}
-
-/* The slots and the output image are kept in the handle between runs. */
-static int tk__execute(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output,
-                       const tk__flow *f)
-{
-    const tk_kernel *k = p->k;
-    int n = k->n_inputs;
-    int64_t area = p->t->block_rows * p->t->block_cols, es = tk__esize(output->dtype);
-    int64_t first[TK_KERNEL_MAX_INPUTS + 2];  /* operand j's slots start here */
-    first[0] = 0;
-    for (int j = 0; j <= n; j++)  /* no overflow: tk__fits summed their bytes */
-        first[j + 1] = first[j] + f->buffers[j];
-    size_t slot_bytes, image_bytes;
-    int rc = tk__bytes(first[n + 1], area, sizeof(float), &slot_bytes);
-    if (!rc)
-        rc = tk__bytes(output->rows, output->cols, es, &image_bytes);
-    if (!rc && slot_bytes > SIZE_MAX - image_bytes)
-        rc = TK_EOVERFLOW;
-    if (rc)
-        return tk__fail(rc, "tk_pipeline_run: %lld slots of %lldx%lld f32, or a %lldx%lld "
-                        "output image, overflow", (long long)first[n + 1],
-                        (long long)p->t->block_rows, (long long)p->t->block_cols,
-                        (long long)output->rows, (long long)output->cols);
-    if (!tk__keep(&p->work, &p->work_bytes, slot_bytes + image_bytes))
-        return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for %zu bytes of slots "
-                        "and %zu of output image", slot_bytes, image_bytes);
-    float *slots = p->work;
-    unsigned char *image = (unsigned char *)p->work + slot_bytes;
-    /* On-chip memory starts uninitialized: NaN, as Pallas's interpret mode
-     * fills it, so a body or a faulty schedule that reads a slot nothing
-     * wrote shows NaN rather than zeros. */
-    for (size_t i = 0; i < slot_bytes / sizeof *slots; i++)
-        slots[i] = NAN;
-    float *out_slots = slots + first[n] * area;
-    for (int64_t i = 0; i < p->n_ops && !rc; i++) {
-        const tk__op *o = &p->ops[i];
-        const float *in[TK_KERNEL_MAX_INPUTS];
-        switch (o->kind) {
-        case TK__IN_START:
-            tk__copy_in(inputs[o->operand], p->t, o->block,
-                        slots + (first[o->operand] + o->slot) * area);
-            break;
-        case TK__BODY:
-            for (int j = 0; j < n; j++)
-                in[j] = slots + (first[j] + o->block % f->buffers[j]) * area;
-            rc = tk__body(k, p->t->block_rows, p->t->block_cols, p->t->block_cols, in,
-                          out_slots + o->block % f->buffers[n] * area);
-            if (rc)
-                rc = tk__fail(TK_ECALLBACK, "tk_pipeline_run: kernel body returned %d at step "
-                              "%lld of %lld; the output is unchanged", rc, (long long)o->block,
-                              (long long)p->steps);
-            break;
-        case TK__OUT_START:
-            tk__copy_out(out_slots + o->slot * area, p->t, o->block, output->dtype, image,
-                         output->cols);
-            break;
-        default:   /* waits move no data */
-            break;
-        }
-    }
-    for (int64_t r = 0; r < output->rows && !rc; r++)
-        memcpy(tk__row(output, r), image + r * output->cols * es, (size_t)(output->cols * es));
-    return rc;
-}
-
-/* A call's schedule slot by slot, as tk__execute runs a kernel's: each
- * operand's slots hold f32 blocks of its own shape, NaN at first; a
- * copy-in promotes the block its fetch number names (the call's pad fill
- * past the edge), a body sees its step's slots, a copy-out casts its
- * block's valid part into an image of its output.  The images start as
- * copies of the outputs (blocks no step maps keep their bytes) and reach
- * them only when every step has succeeded.  Kept in the pipeline: each
- * operand's fetch or residency numbers' first steps, the slots, the
- * images. */
-static int tk__execute_call(tk_pipeline *p, const tk__plan *plan,
+/* c's schedule f on the host, slot by slot (above); fn and outcome word a
+ * failing body's message.  Kept in the pipeline: each operand's fetch or
+ * residency numbers' first steps, the slots, the images. */
+static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
                             const tk_matrix *const *inputs, tk_matrix *const *outputs,
-                            const tk__flow *f)
+                            const tk__flow *f, const char *outcome)
 {
-    tk_call *c = p->call;
     int n = plan->n;
     size_t slot_at[2 * TK_CALL_MAX_OPERANDS + 1], image_at[TK_CALL_MAX_OPERANDS + 1], firsts;
     int rc = tk__bytes(f->steps, n, sizeof(int64_t), &firsts);
@@ -689,8 +598,8 @@ static int tk__execute_call(tk_pipeline *p, const tk__plan *plan,
         image_at[j + 1] = image_at[j] + (size_t)(c->out[j].rows * c->out[j].cols *
                                                  tk__esize(c->out[j].dtype));
     if (!rc && !tk__keep(&p->work, &p->work_bytes, image_at[c->n_out]))
-        rc = tk__fail(TK_ENOMEM, "tk_pipeline_run_call: out of memory for %zu bytes of slots "
-                      "and output images", image_at[c->n_out]);
+        rc = tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of slots and output "
+                      "images", f->fn, image_at[c->n_out]);
     if (rc)
         return rc;
     unsigned char *w = p->work;
@@ -734,8 +643,8 @@ static int tk__execute_call(tk_pipeline *p, const tk__plan *plan,
                                   t->block_rows * t->block_cols, t->block_cols, &view[q]);
                 ptr[q] = &view[q];
             }
-            rc = tk__call_body(c, ptr, op->block, &plan->grid[op->block * c->rank],
-                               "tk_pipeline_run_call", "are unchanged");
+            rc = tk__call_body(c, ptr, op->block, &plan->grid[op->block * c->rank], f->fn,
+                               outcome);
             break;
         case TK__OUT_START:
             tk__call_cast_out(c, o - c->n_in, slot, b, w + image_at[o - c->n_in]);
@@ -888,6 +797,41 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
                     operand, f->n_out == 1 ? "output is" : "outputs are");
 }
 
+/* The kernel's body on a call's block views, every one a slot of the
+ * tiling's block shape. */
+static int tk__kernel_block(void *user, tk_block *const *b, int n)
+{
+    const tk_kernel *k = user;
+    const float *in[TK_KERNEL_MAX_INPUTS];
+    for (int i = 0; i < n - 1; i++)
+        in[i] = b[i]->data;
+    return tk__body(k, b[n - 1]->rows, b[n - 1]->cols, b[n - 1]->ld, in, b[n - 1]->data);
+}
+
+/* A kernel's schedule f run slot by slot as the call of its tiling: a grid
+ * of its tiles, identity maps, every operand of the output's dtype and
+ * the tiling's blocks, zero past the edge, the kernel's body. */
+static int tk__kernel_call(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output,
+                           const tk__flow *f)
+{
+    const tk_tiling *t = p->t;
+    int64_t grid[2] = {t->grid_rows, t->grid_cols};
+    tk_call *c;
+    const tk__plan *plan;
+    int rc = tk_call_create(&c, 2, grid, tk__kernel_block, (void *)p->k);
+    for (int i = 0; i <= f->n_in && !rc; i++) {
+        int index = (i < f->n_in ? tk_call_add_input : tk_call_add_output)(
+            c, output->dtype, t->rows, t->cols, t->block_rows, t->block_cols, NULL);
+        rc = index < 0 ? index : TK_OK;
+    }
+    if (!rc)
+        rc = tk__call_plan(c, f->n_in, inputs, 1, &output, &plan);
+    if (!rc)
+        rc = tk__execute_call(p, c, plan, inputs, &output, f, "the output is unchanged");
+    tk_call_destroy(c);
+    return tk__call_as(rc, f->fn);
+}
+
 static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output)
 {
     if (p->call)
@@ -925,12 +869,12 @@ static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_m
         for (int o = 0; o <= n; o++)
             f.use[k * (n + 1) + o] = k;
     rc = tk__simulate(p, &f);
-    free(f.use);
-    if (!rc && p->k->is_axpy && p->checked) {
+    if (!rc && p->k->is_axpy && p->checked)
         tk__kernel_axpy_run(p->k, inputs, output);
-        return TK_OK;
-    }
-    return rc ? rc : tk__execute(p, inputs, output, &f);
+    else if (!rc)
+        rc = tk__kernel_call(p, inputs, output, &f);
+    free(f.use);
+    return rc;
 }
 
 /* Pallas's rule for a call's blocks: each dimension a multiple of the layout
@@ -1031,7 +975,8 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
         rc = p->checked ? tk__call_as(tk__call_execute(c, plan, inputs, outputs,
                                                        tk__call_fill(c)),
                                       "tk_pipeline_run_call")
-                        : tk__execute_call(p, plan, inputs, outputs, &f);
+                        : tk__execute_call(p, c, plan, inputs, outputs, &f,
+                                           "the outputs are unchanged");
     free(f.use);
     return rc;
 }
