@@ -755,49 +755,63 @@ static int tk__execute(tk_call *c, const tk__plan *p, const tk_matrix *const *in
     return TK_OK;
 }
 
-/* The floats of operand o's blocks: a panel of run->panel blocks, or one
- * for an input read in place; whole cache lines. */
-static size_t tk__block_floats(const tk_call *c, const tk__run *run, int o)
+/* The floats of operand o's blocks, whole cache lines: a panel of
+ * run->panel blocks, or one for an input read in place; false on overflow. */
+static bool tk__block_floats(const tk_call *c, const tk__run *run, int o, int64_t *floats)
 {
     int kind, index;
     const tk__spec *s = tk__op(c, o, &kind, &index);
-    int64_t nb = kind == TK_CALL_INPUT && run->direct[index] ? 1 : run->panel;
-    return (size_t)(s->block_rows * s->block_cols * nb + 15) / 16 * 16;
+    int64_t nb = kind == TK_CALL_INPUT && run->direct[index] ? 1 : run->panel, f;
+    bool ok = tk__mul(s->block_rows * s->block_cols, nb, &f) && tk__add(f, 15, &f);
+    *floats = f / 16 * 16;
+    return ok;
 }
 
-static int tk__run_alloc(tk_call *c, int n, tk__run *run)
+/* Stretches share panels unless an input overlaps an output (aliased):
+ * then every step promotes its own blocks after the previous write-back,
+ * so that what a later step reads never depends on the panel size. */
+static int tk__run_alloc(tk_call *c, int n, tk__run *run, bool aliased)
 {
-    size_t undo = 0, floats = 16;  /* room to start on a cache line */
-    int64_t per = 0;  /* panel bytes per step */
+    size_t undo = 0;
+    int64_t per = 0, floats = 16;  /* panel bytes per step; room to start on a line */
+    bool ok = true;
     for (int o = 0; o < n; o++) {
         int kind, index;
         const tk__spec *s = tk__op(c, o, &kind, &index);
-        if (kind == TK_CALL_OUTPUT || !run->direct[index])
-            per += s->block_rows * s->block_cols * (int64_t)sizeof(float);
+        if (kind == TK_CALL_OUTPUT || !run->direct[index])  /* one block fits (added) */
+            ok = ok && tk__add(per, s->block_rows * s->block_cols * 4, &per);
         if (kind == TK_CALL_OUTPUT)
             undo += (size_t)(s->rows * s->cols) * (size_t)tk__esize(s->dtype);
     }
-    run->panel = per ? TK__PANEL / per : 1;
+    run->panel = !ok || aliased || !per ? 1 : TK__PANEL / per;
     run->panel = run->panel < 1 ? 1 : run->panel > c->steps ? c->steps : run->panel;
-    for (int o = 0; o < n; o++)
-        floats += tk__block_floats(c, run, o);
+    for (int o = 0; o < n; o++) {
+        int64_t f;
+        ok = ok && tk__block_floats(c, run, o, &f) && tk__add(floats, f, &floats);
+    }
+    size_t bytes;
+    int rc = ok ? tk__bytes(floats, 1, sizeof(float), &bytes) : TK_EOVERFLOW;
+    if (rc)
+        return tk__fail(TK_EOVERFLOW, "tk_call_run: the operands' f32 blocks overflow");
     /* One run at a time (re-entry is refused), so no run needs another's
      * buffers: the call keeps them (fresh pages would fault on every run). */
-    if (!tk__keep(&c->panels, &c->panels_bytes, floats * sizeof(float)))
+    if (!tk__keep(&c->panels, &c->panels_bytes, bytes))
         return tk__fail(TK_ENOMEM, "tk_call_run: out of memory for %zu bytes of blocks",
-                        floats * sizeof(float));
+                        bytes);
     /* Each operand's blocks start on a cache line, so that their rows do
      * not straddle lines (with malloc's 16-byte offset the bf16 axpy in
      * bench_call took 30% longer). */
     float *at = (float *)(void *)(((uintptr_t)c->panels + 63) / 64 * 64);
     for (int o = 0; o < n; o++) {
+        int64_t f;
+        tk__block_floats(c, run, o, &f);
         run->blocks[o] = at;
-        at += tk__block_floats(c, run, o);
+        at += f;
     }
     if (!c->undo)
         return TK_OK;  /* nothing is saved: undo and wrote stay NULL */
     size_t wrote;
-    int rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
+    rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
     if (rc)
         return rc;
     if (!tk__keep(&c->work, &c->work_bytes, undo) ||
@@ -860,16 +874,19 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
                      tk_matrix *const *outputs, float fill)
 {
     tk__run run = {0};
-    for (int i = 0; i < c->n_in; i++)
-        run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 &&
-                        !tk__aliased(inputs[i], c->n_out, outputs);
+    bool aliased = false;
+    for (int i = 0; i < c->n_in; i++) {
+        bool over = tk__aliased(inputs[i], c->n_out, outputs);
+        run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 && !over;
+        aliased |= over;
+    }
     size_t out_bytes = 0;
     for (int j = 0; j < c->n_out; j++)
         out_bytes += (size_t)(c->out[j].rows * c->out[j].cols) *
                      (size_t)tk__esize(c->out[j].dtype);
     run.stream = out_bytes >= TK__STREAM;
     int rc = tk__not_running("tk_call_run", c);
-    if (!rc && !(rc = tk__run_alloc(c, p->n, &run))) {
+    if (!rc && !(rc = tk__run_alloc(c, p->n, &run, aliased))) {
         c->running = true;  /* the body runs */
         rc = tk__execute(c, p, inputs, outputs, fill, &run);
         c->running = false;

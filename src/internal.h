@@ -451,8 +451,9 @@ struct tk_call {
     bool ran;                  /* stats below are those of a complete run */
     int64_t copies_in, copies_skipped, copies_out, bytes_in, bytes_out;
     /* The saved-output buffer, the list of blocks written back and the
-     * operands' f32 blocks and panels, kept across runs (fresh pages would fault on each); a call runs one run at
-     * a time, so no run needs another. */
+     * operands' f32 blocks and panels, kept across runs (fresh pages would
+     * fault on each); a call runs one run at a time, so no run needs
+     * another. */
     void *work, *wrote, *panels;
     size_t work_bytes, wrote_bytes, panels_bytes;
     /* The last plan, kept while planned: every map is affine and nothing

@@ -585,25 +585,35 @@ static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
                             const tk__flow *f, const char *outcome)
 {
     int n = plan->n;
-    size_t slot_at[2 * TK_CALL_MAX_OPERANDS + 1], image_at[TK_CALL_MAX_OPERANDS + 1], firsts;
-    int rc = tk__bytes(f->steps, n, sizeof(int64_t), &firsts);
-    slot_at[0] = firsts;   /* no overflow below: the slots fit the on-chip limit */
-    for (int o = 0; o < n; o++) {
+    /* Byte offsets in p->work: the first steps, each operand's slots, each
+     * output's image, each part on a cache line. */
+    int64_t slot_at[2 * TK_CALL_MAX_OPERANDS + 1], image_at[TK_CALL_MAX_OPERANDS + 1], sz;
+    bool ok = tk__mul(f->steps, n, &sz) && tk__mul(sz, 8, &sz) && tk__add(sz, 63, &sz);
+    slot_at[0] = sz / 64 * 64;
+    for (int o = 0; o < n && ok; o++) {
         const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
-        slot_at[o + 1] = slot_at[o] + (size_t)(f->buffers[o] * s->block_rows * s->block_cols) *
-                                      sizeof(float);
+        ok = tk__mul(f->buffers[o], s->block_rows * s->block_cols * 4, &sz) &&
+             tk__add(sz, slot_at[o] + 63, &sz);
+        slot_at[o + 1] = sz / 64 * 64;
     }
-    image_at[0] = slot_at[n];   /* and each image is the size of its output */
-    for (int j = 0; j < c->n_out; j++)
-        image_at[j + 1] = image_at[j] + (size_t)(c->out[j].rows * c->out[j].cols *
-                                                 tk__esize(c->out[j].dtype));
-    if (!rc && !tk__keep(&p->work, &p->work_bytes, image_at[c->n_out]))
-        rc = tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of slots and output "
-                      "images", f->fn, image_at[c->n_out]);
+    image_at[0] = slot_at[n];
+    for (int j = 0; j < c->n_out && ok; j++) {   /* each image fits: it is an output's size */
+        ok = tk__add(c->out[j].rows * c->out[j].cols * tk__esize(c->out[j].dtype),
+                     image_at[j] + 63, &sz);
+        image_at[j + 1] = sz / 64 * 64;
+    }
+    size_t bytes;
+    int rc = ok ? tk__bytes(image_at[c->n_out], 1, 1, &bytes) : TK_EOVERFLOW;
     if (rc)
-        return rc;
-    unsigned char *w = p->work;
-    int64_t *first = p->work;   /* first[o * steps + u]: where number u of operand o starts */
+        return tk__fail(TK_EOVERFLOW, "%s: the slots, output images and step numbers of a "
+                        "run slot by slot overflow", f->fn);
+    /* p->work is malloc's: its lines are 64-byte aligned only by chance, so
+     * the offsets are from the first line in it. */
+    if (!tk__keep(&p->work, &p->work_bytes, bytes + 64))
+        return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of slots and output "
+                        "images", f->fn, bytes);
+    unsigned char *w = (unsigned char *)(((uintptr_t)p->work + 63) / 64 * 64);
+    int64_t *first = (int64_t *)(void *)w;  /* first[o * steps + u]: number u of o's start */
     for (int64_t k = 0; k < f->steps; k++)
         for (int o = 0; o < n; o++)
             if (tk__starts(f, k, o))
@@ -801,7 +811,7 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
  * tiling's block shape. */
 static int tk__kernel_block(void *user, tk_block *const *b, int n)
 {
-    const tk_kernel *k = user;
+    const tk_kernel *k = ((const tk_pipeline *)user)->k;
     const float *in[TK_KERNEL_MAX_INPUTS];
     for (int i = 0; i < n - 1; i++)
         in[i] = b[i]->data;
@@ -818,7 +828,7 @@ static int tk__kernel_call(tk_pipeline *p, const tk_matrix *const *inputs, tk_ma
     int64_t grid[2] = {t->grid_rows, t->grid_cols};
     tk_call *c;
     const tk__plan *plan;
-    int rc = tk_call_create(&c, 2, grid, tk__kernel_block, (void *)p->k);
+    int rc = tk_call_create(&c, 2, grid, tk__kernel_block, p);
     for (int i = 0; i <= f->n_in && !rc; i++) {
         int index = (i < f->n_in ? tk_call_add_input : tk_call_add_output)(
             c, output->dtype, t->rows, t->cols, t->block_rows, t->block_cols, NULL);

@@ -1009,6 +1009,109 @@ Test(call, an_unchecked_faulty_schedule_runs_slot_by_slot_as_a_kernel_pipeline)
     free(x);
 }
 
+static int plus_100(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    for (int64_t c = 0; c < b[1]->cols; c++)
+        b[1]->data[c] = b[0]->data[c] + 100.0f;
+    return 0;
+}
+
+/* An input that overlaps an output, 1 x 8192 in 1 x 1024 blocks, the output
+ * four blocks further on: tk_call_run promotes each step's input after
+ * every write-back before it, so blocks 4 to 7 read what steps 0 to 3 wrote
+ * (+200), however steps would share panels; a checked pipeline computes
+ * the same, and one run slot by slot reads the input as it was (+100). */
+Test(call, an_input_overlapping_an_output_sees_the_earlier_write_backs)
+{
+    enum { BC = 1024 };
+    int64_t grid[2] = {1, 8};
+    float *buf = malloc(12 * BC * sizeof *buf);
+    cr_assert_not_null(buf);
+    tk_call *c;
+    tk_matrix *in, *out;
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_call_create(&c, 2, grid, plus_100, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 1, 8 * BC, 1, BC, NULL);
+    tk_call_add_output(c, TK_DTYPE_F32, 1, 8 * BC, 1, BC, NULL);
+    tkt_expect_status(tk_matrix_wrap(&in, TK_DTYPE_F32, 1, 8 * BC, 8 * BC, buf), TK_OK);
+    tkt_expect_status(tk_matrix_wrap(&out, TK_DTYPE_F32, 1, 8 * BC, 8 * BC, buf + 4 * BC),
+                      TK_OK);
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_LAYOUT_ROWS, 1), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    for (int way = 0; way < 3; way++) {
+        for (int i = 0; i < 12 * BC; i++)
+            buf[i] = (float)(i / BC);
+        if (way == 0) {
+            tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+        } else {
+            tkt_expect_status(tk_pipeline_set(p, TK_PIPE_DETECT_RACES, way == 1), TK_OK);
+            tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 1,
+                                                   &out), TK_OK);
+        }
+        for (int b = 0; b < 8; b++)
+            for (int j = 0; j < BC; j++)
+                cr_assert_eq(buf[(4 + b) * BC + j],
+                             (float)(b < 4 || way == 2 ? b + 100 : b + 196),
+                             "way %d, block %d", way, b);
+    }
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    free(buf);
+}
+
+static int count_visits(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    for (int64_t j = 0; j < b[n - 1]->cols; j++)
+        b[n - 1]->data[j] = isnan(b[n - 1]->data[j]) ? 1.0f : b[n - 1]->data[j] + 1.0f;
+    return 0;
+}
+
+/* Slot by slot an output slot is NaN only the first time it is used, as on
+ * the chip: a body that reads its block before writing it sees the slot's
+ * previous block there (two slots: blocks 2 and 3 see blocks 0 and 1). A
+ * checked schedule, like tk_call_run, starts every block at NaN.  Outputs of
+ * mixed sizes (1-byte, then 2-byte elements) keep their images aligned. */
+Test(call, run_slot_by_slot_an_output_slot_keeps_its_previous_block)
+{
+    int64_t grid[2] = {1, 4};
+    tk_call *c;
+    tk_device *d;
+    tk_pipeline *p;
+    tk_matrix *in = blank(TK_DTYPE_F32, 1, 4);
+    tk_matrix *out[2] = {blank(TK_DTYPE_F8E4M3FN, 1, 3), blank(TK_DTYPE_BF16, 1, 4)};
+    static const int64_t first_block[6] = {0, 0, 0, 0, 0, 0};
+    tkt_expect_status(tk_call_create(&c, 2, grid, count_visits, NULL), TK_OK);
+    tk_call_add_input(c, TK_DTYPE_F32, 1, 4, 1, 1, NULL);
+    tk_call_add_output(c, TK_DTYPE_F8E4M3FN, 1, 3, 1, 3, first_block);
+    tk_call_add_output(c, TK_DTYPE_BF16, 1, 4, 1, 1, NULL);
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_LAYOUT_ROWS, 1), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_LAYOUT_COLS, 1), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    for (int checked = 1; checked >= 0; checked--) {
+        tkt_expect_status(tk_pipeline_set(p, TK_PIPE_DETECT_RACES, checked), TK_OK);
+        tkt_expect_status(tk_pipeline_run_call(p, 1, (const tk_matrix *const *)&in, 2, out),
+                          TK_OK);
+        for (int64_t j = 0; j < 4; j++)
+            cr_assert_eq(at(out[1], 0, j), checked || j < 2 ? 1.0f : 2.0f, "checked %d, %lld",
+                         checked, (long long)j);
+    }
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out[0]);
+    tk_matrix_destroy(out[1]);
+}
+
 static int first_three(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
 {
     (void)user;
@@ -1154,6 +1257,49 @@ Test(call, an_output_too_large_to_address_is_refused)
     cr_assert(strstr(tk_last_error_message(), "tk_call_add_output: 1099511627776x"
                      "1099511627776 float32"), "%s", tk_last_error_message());
     tk_call_destroy(c);
+}
+
+/* Blocks each addressable but not together (2^60 elements, f8 stored, 2^62
+ * bytes in f32): a run refuses them, on the host and slot by slot, with
+ * every caller-visible buffer as it was. */
+Test(call, blocks_too_large_together_are_refused)
+{
+    int64_t grid[2] = {1, 1}, B = INT64_C(1) << 30;
+    tk_call *c;
+    tkt_expect_status(tk_call_create(&c, 2, grid, never, NULL), TK_OK);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tk_call_add_input(c, TK_DTYPE_F8E4M3FN, 1, 1, B, B, NULL), i);
+    cr_assert_eq(tk_call_add_output(c, TK_DTYPE_F8E4M3FN, 1, 1, B, B, NULL), 0);
+    tk_matrix *in[3] = {blank(TK_DTYPE_F8E4M3FN, 1, 1), blank(TK_DTYPE_F8E4M3FN, 1, 1),
+                        blank(TK_DTYPE_F8E4M3FN, 1, 1)};
+    tk_matrix *out = blank(TK_DTYPE_F8E4M3FN, 1, 1);
+    tkt_expect_status(tk_call_run(c, 3, (const tk_matrix *const *)in, 1, &out), TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "tk_call_run: the operands' f32 blocks "
+                     "overflow"), "%s", tk_last_error_message());
+    tk_device *d;
+    tk_pipeline *p;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_LAYOUT_ROWS, 1), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_LAYOUT_COLS, 1), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_ONCHIP_BYTES, INT64_MAX), TK_OK);
+    tkt_expect_status(tk_device_set(d, TK_DEVICE_ONCHIP_LIMIT_BYTES, INT64_MAX), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_INPUT_BUFFERS, 1), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_OUTPUT_BUFFERS, 1), TK_OK);
+    tkt_expect_status(tk_pipeline_set(p, TK_PIPE_DETECT_RACES, 0), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(p, 3, (const tk_matrix *const *)in, 1, &out),
+                      TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "tk_pipeline_run_call: the slots, output "
+                     "images and step numbers"), "%s", tk_last_error_message());
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(*(unsigned char *)tk_matrix_data(in[i]), 0x55);
+        tk_matrix_destroy(in[i]);
+    }
+    cr_assert_eq(*(unsigned char *)tk_matrix_data(out), 0x55);
+    tk_pipeline_destroy(p);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(out);
 }
 
 /* The plan an affine call makes is kept between runs, and remade after a
