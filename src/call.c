@@ -663,9 +663,11 @@ static void tk__stretch_in(const tk_call *c, const tk__plan *p, const tk_matrix 
         int64_t c0 = (b[1] + nb) * s->block_cols, w = nb * s->block_cols,
                 es = tk__esize(s->dtype);
         for (int64_t r = b[0] * s->block_rows; c0 + w <= s->cols && r < s->rows &&
-             r < (b[0] + 1) * s->block_rows; r++)
+             r < (b[0] + 1) * s->block_rows; r++) {
+            const char *q = (const char *)tk__row(inputs[i], r) + c0 * es;
             for (int64_t k = 0; k < w * es; k += 64)
-                __builtin_prefetch((const char *)tk__row(inputs[i], r) + c0 * es + k);
+                __builtin_prefetch(q + k);
+        }
     }
 }
 
