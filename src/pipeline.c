@@ -907,7 +907,19 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     }
     if (rc)
         return rc;
-    if (!tk__onchip(p, f))
+    int64_t acc = 0;
+    for (int j = 0; j < f->n_out; j++) {
+        const tk__spec *s = &p->call->out[j];
+        int o = f->n_in + j;
+        /* The body accumulates in f32 and the block is cast once, when it is
+         * written back: on the chip a residency of several steps in a
+         * narrower dtype needs an f32 accumulator beside the slots (a
+         * Pallas kernel's scratch). */
+        bool several = f->steps > 0 && tk__use(f, f->steps - 1, o) < f->steps - 1;
+        if (several && s->dtype != TK_DTYPE_F32)
+            acc += s->block_rows * s->block_cols * 4;  /* at most 8 of PTRDIFF_MAX */
+    }
+    if (!tk__onchip(p, f) || !tk__add(p->onchip, acc, &p->onchip))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: on-chip bytes overflow");
     if (p->onchip <= limit)
         return TK_OK;
@@ -915,9 +927,12 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     for (int o = 1; o < f->n_in + f->n_out; o++)
         if (f->buffers[o] * f->bytes[o] > f->buffers[big] * f->bytes[big])
             big = o;
-    return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand need "
+    char accs[64] = "";
+    if (acc)
+        snprintf(accs, sizeof accs, " and %lld bytes of f32 accumulators", (long long)acc);
+    return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand%s need "
                     "%lld bytes, over the \"%s\" scoped on-chip limit of %lld; the most, "
-                    "%lld bytes, are %s %d's %lld slot(s) of %lld", (long long)p->onchip,
+                    "%lld bytes, are %s %d's %lld slot(s) of %lld", accs, (long long)p->onchip,
                     tk_device_kind(p->d), (long long)limit,
                     (long long)(f->buffers[big] * f->bytes[big]),
                     big < f->n_in ? "input" : "output", big < f->n_in ? big : big - f->n_in,
@@ -965,8 +980,7 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
                           "output %d overflow int64", o - c->n_in);
     }
     size_t bytes;
-    if (!rc && !(rc = tk__fits_call(p, &f)) &&
-        !(rc = tk__bytes(f.steps, n, sizeof *f.use, &bytes)) && !(f.use = malloc(bytes)))
+    if (!rc && !(rc = tk__bytes(f.steps, n, sizeof *f.use, &bytes)) && !(f.use = malloc(bytes)))
         rc = tk__fail(TK_ENOMEM, "tk_pipeline_run_call: out of memory for a %lld-step "
                       "schedule", (long long)f.steps);
     if (rc)
@@ -978,6 +992,10 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
             bool same = k > 0 && b[0] == b[-2 * n] && b[1] == b[-2 * n + 1];
             f.use[k * n + o] = k == 0 ? 0 : f.use[(k - 1) * n + o] + !same;
         }
+    if ((rc = tk__fits_call(p, &f))) {
+        free(f.use);
+        return rc;
+    }
     rc = tk__simulate(p, &f);
     /* Checked free of hazards, the schedule computes what the host run
      * does; unchecked, it runs slot by slot. */

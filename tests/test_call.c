@@ -724,14 +724,16 @@ Test(call, matmul_through_the_pipeline_equals_the_host_run)
     cr_assert_eq(pstat(p, TK_STAT_COPIES_SKIPPED), 0.0);
     cr_assert_eq(pstat(p, TK_STAT_COPIES_OUT), 9.0);
     cr_assert_eq(pstat(p, TK_STAT_HAZARDS), 0.0);
-    /* Two slots each: x 16x128, y 128x128 f32 and the out 16x128 bf16. */
-    cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES), 2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2));
+    /* Two slots each: x 16x128, y 128x128 f32 and the out 16x128 bf16; and
+     * the out's f32 accumulator, resident over k in a narrower dtype. */
+    cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES),
+                 2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2) + 16 * 128 * 4);
     cr_assert(pstat(p, TK_STAT_MODELED_NS) > 0);
     /* Per-operand slots. */
     tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 1, 3), TK_OK);
     tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim), TK_OK);
     cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES), 2.0 * 16 * 128 * 4 + 3.0 * 128 * 128 * 4 +
-                                                   2.0 * 16 * 128 * 2);
+                                                   2.0 * 16 * 128 * 2 + 16 * 128 * 4);
     tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_OUTPUT, 0, 3), TK_ERANGE);
     /* 300 slots of y's 64 KiB blocks are over v5e's 16 MiB. */
     tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 1, 300), TK_OK);
@@ -739,6 +741,8 @@ Test(call, matmul_through_the_pipeline_equals_the_host_run)
                       TK_ECAPACITY);
     cr_assert(strstr(tk_last_error_message(), "input 1's 300 slot(s) of 65536"), "%s",
               tk_last_error_message());
+    cr_assert(strstr(tk_last_error_message(), "every operand and 8192 bytes of f32 "
+                     "accumulators need"), "%s", tk_last_error_message());
     tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 1, 3), TK_OK);
     tkt_expect_status(tk_pipeline_set_buffers(p, TK_CALL_INPUT, 2, 1), TK_ERANGE);
     /* One output slot: the first body of the next residency writes the slot
