@@ -471,6 +471,18 @@ TK_DISPATCH(tk__fill, (float *restrict dst, int64_t n, float v), (dst, n, v))
         dst[e] = v;
 }
 
+/* Whether operands [0, n) at step k each have the block one column on
+ * from step k - 1's, in the same block row. */
+static bool tk__beside(const tk__plan *p, int64_t k, int n)
+{
+    for (int o = 0; o < n; o++) {
+        const int64_t *b0 = &p->idx[((k - 1) * p->n + o) * 2], *b1 = &p->idx[(k * p->n + o) * 2];
+        if (b1[0] != b0[0] || b1[1] != b0[1] + 1)
+            return false;
+    }
+    return true;
+}
+
 /* From step st on, the steps whose input blocks lie side by side along
  * their block rows (each input's block column one more per step, the
  * block row the same), up to TK__TOUCH bytes: read their rows in memory
@@ -482,19 +494,12 @@ TK_DISPATCH(tk__fill, (float *restrict dst, int64_t n, float v), (dst, n, v))
 static int64_t tk__touch(const tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
                          int64_t st, const bool *only)
 {
-    int64_t end = st + 1, bytes = 0;
-    for (int i = 0; i < c->n_in; i++)
-        bytes += c->in[i].block_rows * c->in[i].block_cols * tk__esize(c->in[i].dtype);
-    for (int64_t per = bytes; end < c->steps && bytes + per <= TK__TOUCH; end++, bytes += per) {
-        bool beside = true;
-        for (int i = 0; i < c->n_in && beside; i++) {
-            const int64_t *b0 = &p->idx[((end - 1) * p->n + i) * 2],
-                          *b1 = &p->idx[(end * p->n + i) * 2];
-            beside = b1[0] == b0[0] && b1[1] == b0[1] + 1;
-        }
-        if (!beside)
-            break;
-    }
+    int64_t end = st + 1, per = 0;
+    for (int i = 0; i < c->n_in && per <= TK__TOUCH; i++)  /* no more once it is too big */
+        per += c->in[i].block_rows * c->in[i].block_cols * tk__esize(c->in[i].dtype);
+    while (end < c->steps && per <= TK__TOUCH && (end - st + 1) * per <= TK__TOUCH &&
+           tk__beside(p, end, c->n_in))
+        end++;
     if (end - st < 2)
         return end;
     for (int i = 0; i < c->n_in; i++) {
@@ -633,16 +638,8 @@ static int64_t tk__stretch(const tk_call *c, const tk__plan *p, int64_t panel, i
     for (int o = 0; o < p->n && st > 0 && panel > 1; o++)
         if (tk__same(&p->idx[(st * p->n + o) * 2], &p->idx[((st - 1) * p->n + o) * 2]))
             return end;
-    for (; end < c->steps && end - st < panel; end++) {
-        bool beside = true;
-        for (int o = 0; o < p->n && beside; o++) {
-            const int64_t *b0 = &p->idx[((end - 1) * p->n + o) * 2],
-                          *b1 = &p->idx[(end * p->n + o) * 2];
-            beside = b1[0] == b0[0] && b1[1] == b0[1] + 1;
-        }
-        if (!beside)
-            break;
-    }
+    while (end < c->steps && end - st < panel && tk__beside(p, end, p->n))
+        end++;
     return end;
 }
 
