@@ -403,6 +403,71 @@ ParameterizedTest(struct axpy_case *p, call, axpy_equals_tk_kernel_run)
     free(y);
 }
 
+/* A blockwise body that reads its whole block, padding included: each
+ * element plus the sum of its block row. */
+static void row_sums(int64_t rows, int64_t cols, const float *in, int64_t in_ld, float *out,
+                     int64_t out_ld)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float sum = 0.0f;
+        for (int64_t c = 0; c < cols; c++)
+            sum += in[r * in_ld + c];
+        for (int64_t c = 0; c < cols; c++)
+            out[r * out_ld + c] = in[r * in_ld + c] + sum;
+    }
+}
+
+static int row_sums_kernel(void *user, int64_t rows, int64_t cols, int64_t ld,
+                           const float *const *in, float *out)
+{
+    (void)user;
+    row_sums(rows, cols, in[0], ld, out, ld);
+    return 0;
+}
+
+static int row_sums_call(void *user, tk_block *const *b, int n)
+{
+    (void)user;
+    (void)n;
+    row_sums(b[0]->rows, b[0]->cols, b[0]->data, b[0]->ld, b[1]->data, b[1]->ld);
+    return 0;
+}
+
+/* A kernel over a tiling (TK_TAIL_MASK) is the call whose grid is its tiles
+ * and whose maps are the identity: a blockwise body, which sees each block
+ * zero-padded, gives the same bits either way, with tails on both axes. */
+Test(call, a_blockwise_kernel_is_the_identity_mapped_call_of_its_tiles)
+{
+    int64_t R = 20, C = 300;
+    float *x = ints(R * C, 18);
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 1, row_sums_kernel, NULL), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    for (int dtype = TK_DTYPE_F32; dtype <= TK_DTYPE_BF16; dtype++) {
+        tk_matrix *in = from(dtype, R, C, x), *got = blank(dtype, R, C),
+                  *want = blank(dtype, R, C);
+        tk_tiling *t;
+        tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+        tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, TK_TAIL_MASK), TK_OK);
+        tkt_expect_status(tk_kernel_run(k, t, (const tk_matrix *const *)&in, want), TK_OK);
+        int64_t grid[2] = {3, 3};
+        tk_call *c;
+        tkt_expect_status(tk_call_create(&c, 2, grid, row_sums_call, NULL), TK_OK);
+        tk_call_add_input(c, dtype, R, C, 8, 128, NULL);
+        tk_call_add_output(c, dtype, R, C, 8, 128, NULL);
+        tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &got), TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(got), tk_matrix_data(want),
+                          (size_t)(R * C * tk_dtype_size(dtype))), "%s", tk_dtype_name(dtype));
+        tk_call_destroy(c);
+        tk_tiling_destroy(t);
+        tk_matrix_destroy(in);
+        tk_matrix_destroy(got);
+        tk_matrix_destroy(want);
+    }
+    tk_kernel_destroy(k);
+    free(x);
+}
+
 /* ---- uninitialized outputs, pad fills, failing bodies ------------------------- */
 
 static int forgets_init(void *user, tk_block *const *b, int n)
