@@ -577,6 +577,8 @@ static void tk__undo(const tk_call *c, tk_matrix *const *outputs, tk__run *run)
     }
 }
 
+/* The pieces of a step, here and in the pipeline's run slot by slot
+ * (internal.h). */
 void tk__call_view(const tk_call *c, int o, const int64_t *b, const int64_t *g, float *data,
                    int64_t ld, tk_block *v)
 {
