@@ -238,7 +238,7 @@ static const tk__spec *tk__op(const tk_call *c, int o, int *kind, int *index)
 {
     *kind = o < c->n_in ? TK_CALL_INPUT : TK_CALL_OUTPUT;
     *index = o < c->n_in ? o : o - c->n_in;
-    return o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+    return tk__call_spec(c, o);
 }
 
 /* Block index of operand o at grid index g, checked against its block grid. */

@@ -462,6 +462,12 @@ struct tk_call {
     bool planned;
 };
 
+/* Operand o of c: input o for o < n_in, else output o - n_in. */
+static inline const tk__spec *tk__call_spec(const tk_call *c, int o)
+{
+    return o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+}
+
 /* tk_call_run in two halves: check the matrices and compute (and check)
  * every block index, or take the kept plan, then execute the plan; the
  * pipeline simulates a plan between the two.  *p is the call's own, valid

@@ -591,7 +591,7 @@ static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
     bool ok = tk__mul(f->steps, n, &sz) && tk__mul(sz, 8, &sz) && tk__add(sz, 63, &sz);
     slot_at[0] = sz / 64 * 64;
     for (int o = 0; o < n && ok; o++) {
-        const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+        const tk__spec *s = tk__call_spec(c, o);
         ok = tk__mul(f->buffers[o], s->block_rows * s->block_cols * 4, &sz) &&
              tk__add(sz, slot_at[o] + 63, &sz);
         slot_at[o + 1] = sz / 64 * 64;
@@ -631,7 +631,7 @@ static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
     for (int64_t i = 0; i < p->n_ops && !rc; i++) {
         const tk__op *op = &p->ops[i];
         int o = tk__operand_of(f, op->operand);
-        const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+        const tk__spec *s = tk__call_spec(c, o);
         /* A copy's slot, and the block index where its number starts. */
         float *slot = (float *)(void *)(w + slot_at[o]) + op->slot * s->block_rows *
                                                           s->block_cols;
@@ -645,7 +645,7 @@ static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
             break;
         case TK__BODY:
             for (int q = 0; q < n; q++) {
-                const tk__spec *t = q < c->n_in ? &c->in[q] : &c->out[q - c->n_in];
+                const tk__spec *t = tk__call_spec(c, q);
                 int64_t u = tk__use(f, op->block, q);
                 tk__call_view(c, q, &plan->idx[(op->block * n + q) * 2],
                               &plan->grid[op->block * c->rank],
@@ -895,7 +895,7 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     int rc = tk__layout(p, f->fn, &lr, &lc, &limit);
     for (int o = 0; o < f->n_in + f->n_out && !rc; o++) {
         bool in = o < f->n_in;
-        const tk__spec *s = in ? &p->call->in[o] : &p->call->out[o - f->n_in];
+        const tk__spec *s = tk__call_spec(p->call, o);
         if ((s->block_rows % lr && s->block_rows != s->rows) ||
             (s->block_cols % lc && s->block_cols != s->cols))
             rc = tk__fail(TK_ELAYOUT, "tk_pipeline_run_call: pipeline blocks must be multiples "
@@ -907,8 +907,8 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     }
     if (rc)
         return rc;
-    int64_t acc = 0;
-    for (int j = 0; j < f->n_out; j++) {
+    int64_t acc = 0;   /* -1 on overflow */
+    for (int j = 0; j < f->n_out && acc >= 0; j++) {
         const tk__spec *s = &p->call->out[j];
         int o = f->n_in + j;
         /* The body accumulates in f32 and the block is cast once, when it is
@@ -916,10 +916,11 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
          * narrower dtype needs an f32 accumulator beside the slots (a
          * Pallas kernel's scratch). */
         bool several = f->steps > 0 && tk__use(f, f->steps - 1, o) < f->steps - 1;
-        if (several && s->dtype != TK_DTYPE_F32)
-            acc += s->block_rows * s->block_cols * 4;  /* at most 8 of PTRDIFF_MAX */
+        if (several && s->dtype != TK_DTYPE_F32 && !tk__add(acc, s->block_rows *
+                                                            s->block_cols * 4, &acc))
+            acc = -1;
     }
-    if (!tk__onchip(p, f) || !tk__add(p->onchip, acc, &p->onchip))
+    if (acc < 0 || !tk__onchip(p, f) || !tk__add(p->onchip, acc, &p->onchip))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: on-chip bytes overflow");
     if (p->onchip <= limit)
         return TK_OK;
@@ -967,7 +968,7 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
     tk__flow f = {.n_in = c->n_in, .n_out = c->n_out, .steps = c->steps,
                   .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run_call"};
     for (int o = 0; o < n; o++) {
-        const tk__spec *s = o < c->n_in ? &c->in[o] : &c->out[o - c->n_in];
+        const tk__spec *s = tk__call_spec(c, o);
         int64_t area = s->block_rows * s->block_cols;  /* checked when it was added */
         f.buffers[o] = tk__buffers(p, &f, o);
         f.bytes[o] = area * tk__esize(s->dtype);  /* at most 4x the f32 block */
