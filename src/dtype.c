@@ -174,6 +174,34 @@ TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *res
         d[i] = tk__e5m2_from(s[i]);
 }
 
+/* The same rounding on the AVX-512 path, sixteen floats at a time in
+ * 32-bit lanes, with NaNs set by mask (sign | 0x7E) instead of the scalar
+ * rule: the eight-float loop ran at 1.15 to 1.2 times a memcpy of the
+ * source on an AVX-512 AMD EPYC (Zen 5), bound by its shuffles. */
+TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *restrict s,
+                                            size_t n)
+{
+    const __m512i low = _mm512_set1_epi32(0xFF), half = _mm512_set1_epi32(0x80),
+                  one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x7E);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(s + i);
+        __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        __mmask16 lost = _mm512_cmp_ps_mask(_mm512_cvtph_ps(h), v, _CMP_NEQ_OQ);
+        __m512i t = _mm512_cvtepu16_epi32(h);
+        __m512i l = _mm512_and_si512(t, low), keep = _mm512_srli_epi32(t, 8);
+        __mmask16 odd = _mm512_test_epi32_mask(keep, one);
+        __mmask16 tie = _mm512_cmpeq_epi32_mask(l, half) & (lost | odd);
+        __mmask16 up = _mm512_cmpgt_epi32_mask(l, half) | tie;
+        __m512i r = _mm512_mask_add_epi32(keep, up, keep, one);
+        __m512i sign = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), half);
+        r = _mm512_mask_or_epi32(r, nan, sign, quiet);
+        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm512_cvtepi32_epi8(r));
+    }
+    tk__e5m2_from_f16c(d + i, s + i, n - i);
+}
+
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
@@ -226,6 +254,12 @@ static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n)
         break;
     case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
     case TK_DTYPE_F8E5M2:
+#if TK__ISA_X86
+        if (tk__isa() == TK__ISA_AVX512) {
+            tk__e5m2_from_512(dst, src, (size_t)n);
+            break;
+        }
+#endif
         TK__F16C_OR(tk__e5m2_from_f16c, tk__e5m2_from_loop, dst, src, (size_t)n);
         break;
     default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
