@@ -1165,7 +1165,7 @@ Test(kernel, threads_respect_the_body)
     tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
     void *before = snapshot(out);
     tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
-    cr_assert(strstr(tk_last_error_message(), "returned 7 on a 1x1024 region at row 800, col 0"),
+    cr_assert(strstr(tk_last_error_message(), "returned 7 on a 1x512 region at row 800, col 0"),
               "%s", tk_last_error_message());
     expect_unchanged(out, before, "a failure on one of 3 threads");
     free(before);
