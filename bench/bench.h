@@ -76,6 +76,12 @@ void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
                       uint16_t *restrict out, size_t n, float alpha);
 int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                     const float *const *in, float *out);
+void bench_block_axpy(const float *x, int64_t ldx, const float *y, int64_t ldy, float *o,
+                      int64_t ldo, int64_t rows, int64_t cols);
+void bench_bf16_block_in(const uint16_t *src, int64_t ld, float *restrict dst, int64_t rows,
+                         int64_t cols);
+void bench_bf16_block_out(const float *src, uint16_t *restrict dst, int64_t ld, int64_t rows,
+                          int64_t cols);
 void bench_matmul_f32(const float *restrict a, const float *restrict b, float *restrict c,
                       int64_t n);
 

@@ -37,6 +37,39 @@ void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
         out[i] = bf16_bits(alpha * bf16_value(x[i]) + bf16_value(y[i]));
 }
 
+/* o = 2x + y on a rows x cols block of each operand (row strides ldx, ldy,
+ * ldo): the body of bench_call's axpy through tk_call_run and of its
+ * blocked loop, one function both call. */
+void bench_block_axpy(const float *x, int64_t ldx, const float *y, int64_t ldy, float *o,
+                      int64_t ldo, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict xr = x + r * ldx, *restrict yr = y + r * ldy;
+        float *restrict orow = o + r * ldo;
+        for (int64_t c = 0; c < cols; c++)
+            orow[c] = 2.0f * xr[c] + yr[c];
+    }
+}
+
+/* A rows x cols bf16 block (row stride ld) to dense f32, and dense f32 back
+ * into one (round to nearest even, NaN kept quiet): a blocked loop's
+ * conversions. */
+void bench_bf16_block_in(const uint16_t *src, int64_t ld, float *restrict dst, int64_t rows,
+                         int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[r * cols + c] = bf16_value(src[r * ld + c]);
+}
+
+void bench_bf16_block_out(const float *src, uint16_t *restrict dst, int64_t ld, int64_t rows,
+                          int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            dst[r * ld + c] = bf16_bits(src[r * cols + c]);
+}
+
 /* The axpy as a custom elementwise body (alpha 2), as a user would write it. */
 int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                     const float *const *in, float *out)
