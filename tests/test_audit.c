@@ -340,6 +340,70 @@ Test(audit_seed, threads_give_the_same_report, .timeout = 60)
     }
 }
 
+/* The host kernel, after checking that every stored input it gets is its
+ * original represented in the case's dtype, bit for bit. */
+struct checked_ctx {
+    tk_kernel *k;
+    const float *orig[2];
+    int64_t bad_rows;
+};
+
+static int checked_host(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    struct checked_ctx *cx = user;
+    int dtype = tk_matrix_dtype(out);
+    int64_t rows = tk_matrix_rows(out), cols = tk_matrix_cols(out);
+    size_t es = (size_t)tk_dtype_size(dtype);
+    unsigned char *want = malloc((size_t)cols * es);
+    cr_assert(want);
+    for (int i = 0; i < 2; i++)
+        for (int64_t r = 0; r < rows; r++) {
+            const unsigned char *got = (const unsigned char *)tk_matrix_data(in[i]) +
+                                       (size_t)(r * tk_matrix_row_stride(in[i])) * es;
+            cr_assert_eq(tk_dtype_from_f32_n(dtype, want, cx->orig[i] + r * cols,
+                                             (size_t)cols), TK_OK);
+            cx->bad_rows += memcmp(got, want, (size_t)cols * es) != 0;
+        }
+    free(want);
+    return host(cx->k, in, out);
+}
+
+/* Planes of 8 MiB and more are written by streaming stores (the stored
+ * inputs and the oracle): the candidate still gets the represented inputs,
+ * matches the oracle, and threads give the same report. */
+Test(audit_seed, large_planes_hold_the_same_values, .timeout = 60)
+{
+    enum { ROWS = 2048, COLS = 2100 };   /* 8.2 MiB of bf16 or f16, f32 at half the rows */
+    float *x = malloc(sizeof(float) * ROWS * COLS), *y = malloc(sizeof(float) * ROWS * COLS);
+    cr_assert(x && y);
+    tkt_fill(x, ROWS * COLS, 71);
+    tkt_fill(y, ROWS * COLS, 72);
+    const float *orig[2] = {x, y};
+    static char one[1 << 16], two[1 << 16];
+    const int dtypes[3] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16};
+    for (int d = 0; d < 3; d++)
+        for (int threads = 1; threads <= 2; threads++) {
+            int64_t rows = dtypes[d] == TK_DTYPE_F32 ? ROWS / 2 : ROWS;
+            struct checked_ctx cx = {axpy2(), {x, y}, 0};
+            tk_audit *a;
+            cr_assert_eq(tk_kernel_set(cx.k, TK_KERNEL_THREADS, threads), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, cx.k), TK_OK);
+            cr_assert_eq(tk_audit_set_candidate(a, checked_host, &cx), TK_OK);
+            cr_assert_eq(tk_audit_add_case(a, dtypes[d], rows, COLS, orig), TK_OK);
+            cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+            cr_assert_eq(cx.bad_rows, 0, "%s: stored inputs differ from the originals",
+                         tk_dtype_name(dtypes[d]));
+            cr_assert_eq(res(a, 0, TK_AUDIT_IMPL_MISMATCHES), 0.0);
+            tkt_report_json(a, threads == 1 ? one : two, sizeof one);
+            if (threads == 2)
+                cr_assert_str_eq(two, one, "%s on two threads", tk_dtype_name(dtypes[d]));
+            tk_audit_destroy(a);
+            tk_kernel_destroy(cx.k);
+        }
+    free(x);
+    free(y);
+}
+
 /* The host kernel, then every +0 in the output turned into -0: equal in
  * value, different in bits, so the audit measures the candidate itself. */
 static int host_negative_zeros(void *user, const tk_matrix *const *in, tk_matrix *out)
