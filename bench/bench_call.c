@@ -19,10 +19,10 @@
  * bf16 ones converted around it), takes 1.7x to 1.9x (f32) and 2.7x to 3.0x
  * (bf16) of it on an AVX-512 AMD EPYC (Zen 5); it is printed as
  * `blocked_loop_..._vs_kernel_run`.  So the call's machinery is held to
- * that loop, as the matmul's is: without undo 1.06 to 1.15 for f32 and 0.92
+ * that loop, as the matmul's is: without undo 1.06 to 1.15 for f32 and 0.89
  * to 0.96 for bf16 (its stretches convert whole rows), 1.18 and 1.26 with
  * the AVX2 path forced (TK_ISA=avx2) against loops built for AVX-512; the
- * limit is 1.3, a guard until an AVX2 machine has measured it.
+ * limit is 1.5, a guard until an AVX2 machine has measured it.
  * The ratios to tk_kernel_run keep guards: f32 1.9x to 2.1x without undo
  * and 3.3x to 3.8x with it, bf16 2.5x to 2.9x and 3.7x to 4.1x. */
 #include "bench.h"
@@ -40,7 +40,7 @@
 #define AXPY_REPS 15
 #define AXPY_LIMIT 6.5          /* with the undo copy */
 #define AXPY_NO_UNDO_LIMIT 4.5
-#define AXPY_BLOCKED_LIMIT 1.3  /* the call's machinery (a guard: see above) */
+#define AXPY_BLOCKED_LIMIT 1.5  /* the call's machinery (a guard: see above) */
 
 static float *x, *y, *direct;
 static tk_matrix *in[2], *out;

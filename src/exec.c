@@ -10,12 +10,15 @@
 #include <emmintrin.h>
 #endif
 
-/* Elements per operand in one elementwise body call.  2 KiB of f32 keeps a
+/* Elements per operand in one elementwise body call.  4 KiB of f32 keeps a
  * call's operands in L1, so the output lines saved for undo are still
- * cached when the body overwrites them.  Measured best of 256 to 2048 for
- * a custom body streamed out (tk__run_flat) on an AVX-512 AMD EPYC: 1.13
- * to 1.16 the built-in, against 1.18 to 1.25 at 256 and 1024. */
-#define TK__SPAN 512
+ * cached when the body overwrites them (measured best of 512 to 4096). */
+#define TK__SPAN 1024
+
+/* Elements in one body call of tk__run_flat: measured best of 256 to 2048
+ * on an AVX-512 AMD EPYC (Zen 5), 1.13 to 1.16 the built-in against 1.18
+ * to 1.25 at 256 and at 1024. */
+#define TK__RUN 512
 
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
@@ -357,8 +360,8 @@ static int tk__run_flat(const tk__exec *e)
 {
     int64_t n = e->rows * e->cols;
     float *res = e->scratch + e->n * e->area;
-    for (int64_t at = 0; at < n; at += TK__SPAN) {
-        int64_t w = TK__SPAN < n - at ? TK__SPAN : n - at;
+    for (int64_t at = 0; at < n; at += TK__RUN) {
+        int64_t w = TK__RUN < n - at ? TK__RUN : n - at;
         const float *in[TK_KERNEL_MAX_INPUTS];
         for (int i = 0; i < e->n; i++)
             in[i] = (const float *)tk__in_at(e, i, 0, at);

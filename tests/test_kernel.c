@@ -962,9 +962,11 @@ ParameterizedTest(struct failure *p, kernel, failing_callback)
     if (p->blockwise)
         tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
 
-    /* Count the calls of a complete run on a scratch output. */
-    tk_matrix *probe = make(p->dtype, p->rows, p->cols, p->cols, 64);
-    tkt_expect_status(tk_kernel_run(k, t, in, probe), TK_OK);
+    /* Count the calls of a complete run on a scratch output, aliased as
+     * the real one is (how the work is cut depends on it). */
+    tk_matrix *probe = make(p->dtype, p->rows, p->cols, p->cols, p->aliased ? 61 : 64);
+    const tk_matrix *probe_in[] = {p->aliased ? probe : x, y};
+    tkt_expect_status(tk_kernel_run(k, t, probe_in, probe), TK_OK);
     long calls = ctx.calls;
     cr_assert_gt(calls, 2);
     tk_matrix_destroy(probe);
@@ -1077,6 +1079,80 @@ static int failing_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
     return (in[0] - (const float *)user) / 1024 == 800 ? 7 : 0;
 }
 
+/* A thread-safe body on runs of an 8 MiB f32 matrix (tk__run_flat): it
+ * records where the run holding element FLAT_BAD starts, and fails there. */
+#define FLAT_ROWS 1024
+#define FLAT_COLS 2100
+#define FLAT_BAD (800 * FLAT_COLS + 1000)
+struct flat_ctx {
+    const float *x;
+    atomic_llong start;   /* the failing run's first element, -1 before */
+    atomic_llong widest;
+};
+
+static int flat_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                   const float *const *in, float *out)
+{
+    struct flat_ctx *f = user;
+    long long at = in[0] - f->x, n = (long long)(rows * cols);
+    for (long long w = atomic_load(&f->widest); n > w &&
+         !atomic_compare_exchange_weak(&f->widest, &w, n);)
+        ;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++)
+            out[r * ld + j] = 2.0f * in[0][r * ld + j] + in[1][r * ld + j];
+    if (atomic_load(&f->start) != -2 && at <= FLAT_BAD && FLAT_BAD < at + n) {
+        atomic_store(&f->start, at);
+        return 7;
+    }
+    return 0;
+}
+
+/* An 8 MiB contiguous f32 output: the body gets runs of at most 512
+ * elements that may go on into the next row; on one and on three threads a
+ * failure names the run's first element and leaves the output as it was,
+ * and a complete run gives the reference's bits. */
+Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start)
+{
+    tk_matrix *x = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 97);
+    tk_matrix *y = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 98);
+    tk_matrix *out = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 99);
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, 2.0f);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, FLAT_ROWS, FLAT_COLS, 8, 128), TK_OK);
+    struct flat_ctx f = {.x = tk_matrix_data(x)};
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 2, flat_cb, &f), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+    void *before = snapshot(out);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+        atomic_store(&f.start, -1);
+        atomic_store(&f.widest, 0);
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
+        long long at = atomic_load(&f.start);
+        char where[96];
+        snprintf(where, sizeof where, "region at row %lld, col %lld;", at / FLAT_COLS,
+                 at % FLAT_COLS);
+        cr_assert(strstr(tk_last_error_message(), where), "%d threads: %s, not %s", threads,
+                  tk_last_error_message(), where);
+        cr_assert_leq(atomic_load(&f.widest), 512);
+        expect_unchanged(out, before, "a failed run of runs");
+        atomic_store(&f.start, -2);   /* no failure */
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+        expect_bits(out, want, "runs of a large matrix");
+        memcpy(tk_matrix_data(out), before, storage_bytes(out));   /* the old output again */
+    }
+    free(before);
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+}
+
 /* Every thread count gives one thread's bits: built-in and thread-safe
  * custom bodies, f32 and bf16, every tail and body kind, an edge in both
  * directions (so bands end inside tiles and shift-inwards moves tiles). */
@@ -1165,7 +1241,7 @@ Test(kernel, threads_respect_the_body)
     tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
     void *before = snapshot(out);
     tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
-    cr_assert(strstr(tk_last_error_message(), "returned 7 on a 1x512 region at row 800, col 0"),
+    cr_assert(strstr(tk_last_error_message(), "returned 7 on a 1x1024 region at row 800, col 0"),
               "%s", tk_last_error_message());
     expect_unchanged(out, before, "a failure on one of 3 threads");
     free(before);
