@@ -369,21 +369,22 @@ static int checked_host(void *user, const tk_matrix *const *in, tk_matrix *out)
 }
 
 /* Planes of 8 MiB and more are written by streaming stores (the stored
- * inputs and the oracle): the candidate still gets the represented inputs,
- * matches the oracle, and threads give the same report. */
+ * inputs and the oracle): in every width of dtype the candidate still gets
+ * the represented inputs, matches the oracle, and threads give the same
+ * report. */
 Test(audit_seed, large_planes_hold_the_same_values, .timeout = 60)
 {
-    enum { ROWS = 2048, COLS = 2100 };   /* 8.2 MiB of bf16 or f16, f32 at half the rows */
+    enum { ROWS = 4096, COLS = 2100 };   /* planes of 8.2 MiB: rows for 1-byte elements */
     float *x = malloc(sizeof(float) * ROWS * COLS), *y = malloc(sizeof(float) * ROWS * COLS);
     cr_assert(x && y);
     tkt_fill(x, ROWS * COLS, 71);
     tkt_fill(y, ROWS * COLS, 72);
     const float *orig[2] = {x, y};
     static char one[1 << 16], two[1 << 16];
-    const int dtypes[3] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16};
-    for (int d = 0; d < 3; d++)
+    const int dtypes[4] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16, TK_DTYPE_F8E4M3FN};
+    for (int d = 0; d < 4; d++)
         for (int threads = 1; threads <= 2; threads++) {
-            int64_t rows = dtypes[d] == TK_DTYPE_F32 ? ROWS / 2 : ROWS;
+            int64_t rows = ROWS / tk_dtype_size(dtypes[d]);
             struct checked_ctx cx = {axpy2(), {x, y}, 0};
             tk_audit *a;
             cr_assert_eq(tk_kernel_set(cx.k, TK_KERNEL_THREADS, threads), TK_OK);
