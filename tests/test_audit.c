@@ -372,7 +372,7 @@ static int checked_host(void *user, const tk_matrix *const *in, tk_matrix *out)
  * inputs and the oracle): in every width of dtype the candidate still gets
  * the represented inputs, matches the oracle, and threads give the same
  * report. */
-Test(audit_seed, large_planes_hold_the_same_values, .timeout = 60)
+Test(audit_seed, large_planes_hold_the_same_values)
 {
     enum { ROWS = 4096, COLS = 2100 };   /* planes of 8.2 MiB: rows for 1-byte elements */
     float *x = malloc(sizeof(float) * ROWS * COLS), *y = malloc(sizeof(float) * ROWS * COLS);
