@@ -334,27 +334,31 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 #if TK__ISA_X86
 #include <immintrin.h>
 
-/* tk__store's bfloat16 case on the AVX-512 path, sixteen floats a step:
- * TK__BF16_ROUND in 32-bit lanes, NaNs by mask (the compiled loop ran in
- * half-width vectors, its constants rebuilt every step, and took a quarter
- * more time in the pass). */
+/* TK__BF16_ROUND on sixteen lanes, NaNs by mask: each lane's f32 bits
+ * with the low half cleared. */
+TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(
+                                                          _mm512_set1_epi32(0x7FFF), odd)),
+                                 _mm512_set1_epi32((int)0xFFFF0000u));
+    return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                                _mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)),
+                                _mm512_set1_epi32(0x7FC00000));
+}
+
+/* tk__store's bfloat16 case on the AVX-512 path, sixteen floats a step
+ * (the compiled loop ran in half-width vectors, its constants rebuilt every
+ * step, and took a quarter more time in the pass). */
 TK__ON_AVX512 static void tk__store_bf16_512(const float *restrict src, uint16_t *restrict d,
                                             float *restrict p, int64_t n, int64_t ahead)
 {
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF),
-                  high = _mm512_set1_epi32((int)0xFFFF0000u),
-                  sign = _mm512_set1_epi32((int)0x80000000u),
-                  quiet = _mm512_set1_epi32(0x7FC00000);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         if (j < ahead)
             __builtin_prefetch(src + n + j);
-        __m512 v = _mm512_loadu_ps(src + j);
-        __m512i u = _mm512_castps_si512(v);
-        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half, odd)), high);
-        r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                                 _mm512_and_si512(u, sign), quiet);
+        __m512i r = tk__bf16_round_512(_mm512_loadu_ps(src + j));
         _mm256_storeu_si256((__m256i *)(void *)(d + j),
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
         _mm512_storeu_ps(p + j, _mm512_castsi512_ps(r));
@@ -425,26 +429,18 @@ TK__ON_AVX512 static inline __m512i tk__max_abs_512(__m512i m, __m512 v)
 }
 
 /* tk__cast_parts' bfloat16 case on the AVX-512 path, sixteen floats a
- * step, rounding as tk__store_bf16_512 does. */
+ * step. */
 TK__ON_AVX512 static void tk__cast_parts_bf16_512(const float *restrict t,
                                                  const float *restrict ref,
                                                  uint16_t *restrict d, float *restrict o,
                                                  int64_t n, int32_t part[3])
 {
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF),
-                  high = _mm512_set1_epi32((int)0xFFFF0000u),
-                  sign = _mm512_set1_epi32((int)0x80000000u),
-                  quiet = _mm512_set1_epi32(0x7FC00000);
     __m512i in_part = _mm512_set1_epi32(part[0]), out_part = _mm512_set1_epi32(part[1]),
             scale = _mm512_set1_epi32(part[2]);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         __m512 v = _mm512_loadu_ps(t + j), e = _mm512_loadu_ps(ref + j);
-        __m512i u = _mm512_castps_si512(v);
-        __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half, odd)), high);
-        r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                                 _mm512_and_si512(u, sign), quiet);
+        __m512i r = tk__bf16_round_512(v);
         __m512 oj = _mm512_castsi512_ps(r);
         _mm256_storeu_si256((__m256i *)(void *)(d + j),
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
