@@ -350,9 +350,11 @@ TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
 
 /* tk__store's bfloat16 case on the AVX-512 path, sixteen floats a step
  * (the compiled loop ran in half-width vectors, its constants rebuilt every
- * step, and took a quarter more time in the pass). */
-TK__ON_AVX512 static void tk__store_bf16_512(const float *restrict src, uint16_t *restrict d,
-                                            float *restrict p, int64_t n, int64_t ahead)
+ * step, and took a quarter more time in the pass); returns the elements
+ * done, the rest left to the scalar loop. */
+TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
+                                               uint16_t *restrict d, float *restrict p,
+                                               int64_t n, int64_t ahead)
 {
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
@@ -363,11 +365,7 @@ TK__ON_AVX512 static void tk__store_bf16_512(const float *restrict src, uint16_t
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
         _mm512_storeu_ps(p + j, _mm512_castsi512_ps(r));
     }
-    for (; j < n; j++) {
-        uint32_t w = tk__bf16_round(tk__f32_bits(src[j]));
-        d[j] = (uint16_t)(w >> 16);
-        p[j] = tk__f32_value(w);
-    }
+    return j;
 }
 #endif
 
@@ -390,14 +388,13 @@ TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst
         tk__row_to_f32(dtype, dst, p, n);
         return;
     }
+    int64_t done = 0;
 #if TK__ISA_X86
-    if (tk__isa() == TK__ISA_AVX512) {
-        tk__store_bf16_512(src, dst, p, n, ahead);
-        return;
-    }
+    if (tk__isa() == TK__ISA_AVX512)
+        done = tk__store_bf16_512(src, dst, p, n, ahead);
 #endif
     uint16_t *d = dst;
-    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    for (int64_t j0 = done; j0 < n; j0 += 16) {
         if (j0 < ahead)
             __builtin_prefetch(src + n + j0);
         int64_t end = j0 + 16 < n ? j0 + 16 : n;
@@ -429,11 +426,12 @@ TK__ON_AVX512 static inline __m512i tk__max_abs_512(__m512i m, __m512 v)
 }
 
 /* tk__cast_parts' bfloat16 case on the AVX-512 path, sixteen floats a
- * step. */
-TK__ON_AVX512 static void tk__cast_parts_bf16_512(const float *restrict t,
-                                                 const float *restrict ref,
-                                                 uint16_t *restrict d, float *restrict o,
-                                                 int64_t n, int32_t part[3])
+ * step, into the maxima part[]; returns the elements done, the rest left
+ * to the scalar loop. */
+TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
+                                                    const float *restrict ref,
+                                                    uint16_t *restrict d, float *restrict o,
+                                                    int64_t n, int32_t part[3])
 {
     __m512i in_part = _mm512_set1_epi32(part[0]), out_part = _mm512_set1_epi32(part[1]),
             scale = _mm512_set1_epi32(part[2]);
@@ -449,20 +447,10 @@ TK__ON_AVX512 static void tk__cast_parts_bf16_512(const float *restrict t,
         out_part = tk__max_abs_512(out_part, _mm512_sub_ps(oj, v));
         scale = tk__max_abs_512(scale, e);
     }
-    int32_t p0 = _mm512_reduce_max_epi32(in_part), p1 = _mm512_reduce_max_epi32(out_part),
-            p2 = _mm512_reduce_max_epi32(scale);
-    for (; j < n; j++) {
-        uint32_t w = tk__bf16_round(tk__f32_bits(t[j]));
-        float oj = tk__f32_value(w);
-        d[j] = (uint16_t)(w >> 16);
-        o[j] = oj;
-        p0 = tk__max_abs_bits(p0, t[j] - ref[j]);
-        p1 = tk__max_abs_bits(p1, oj - t[j]);
-        p2 = tk__max_abs_bits(p2, ref[j]);
-    }
-    part[0] = p0;
-    part[1] = p1;
-    part[2] = p2;
+    part[0] = _mm512_reduce_max_epi32(in_part);
+    part[1] = _mm512_reduce_max_epi32(out_part);
+    part[2] = _mm512_reduce_max_epi32(scale);
+    return j;
 }
 #endif
 
@@ -489,14 +477,15 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
             scale = tk__max_abs_bits(scale, ref[j]);
         }
     } else {
+        int64_t done = 0;
 #if TK__ISA_X86
         if (tk__isa() == TK__ISA_AVX512) {
-            tk__cast_parts_bf16_512(t, ref, dst, o, n, part);
-            return;
+            done = tk__cast_parts_bf16_512(t, ref, dst, o, n, part);
+            in_part = part[0], out_part = part[1], scale = part[2];
         }
 #endif
         uint16_t *d = dst;
-        for (int64_t j = 0; j < n; j++) {
+        for (int64_t j = done; j < n; j++) {
             uint32_t w = tk__bf16_round(tk__f32_bits(t[j]));
             float oj = tk__f32_value(w);
             d[j] = (uint16_t)(w >> 16);
