@@ -225,6 +225,56 @@ TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restr
         d[i] = tk__e5m2_to(s[i]);
 }
 
+/* f16 -> f32 on the AVX2 and AVX-512 paths: vcvtph2ps widens every f16
+ * exactly, subnormals included, but quiets a signalling NaN, whose payload
+ * numpy keeps, so eight halves with a NaN among them take tk__f16_to.
+ * (The bit rule alone ran at 1.28 times a memcpy of the destination with
+ * the AVX2 path forced on an AVX-512 AMD EPYC.) */
+TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restrict s,
+                                        size_t n)
+{
+    const __m128i magnitude = _mm_set1_epi16(0x7FFF), inf = _mm_set1_epi16(0x7C00);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf)))
+            for (size_t j = i; j < i + 8; j++)
+                d[j] = tk__f16_to(s[j]);
+        else
+            _mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++)
+        d[i] = tk__f16_to(s[i]);
+}
+
+/* float8_e4m3fn -> f32 on the AVX2 and AVX-512 paths: the byte's
+ * magnitude shifted up 7 bits is an f16 (normal or subnormal) of the same
+ * significand with an exponent 8 lower, so vcvtph2ps of it times 2^8 is the
+ * value exactly; the sign is put back, and 0x7F and 0xFF become the quiet
+ * NaN of their sign, as in tk__e4m3_to.  (The bit rule alone ran at 1.37
+ * times a memcpy of the destination with the AVX2 path forced on an
+ * AVX-512 AMD EPYC.) */
+TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restrict s,
+                                         size_t n)
+{
+    const __m256 scale = _mm256_set1_ps(0x1p8f);
+    const __m256i quiet = _mm256_set1_epi32(0x7FC00000), low7 = _mm256_set1_epi32(0x7F);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i bytes = _mm_loadl_epi64((const __m128i *)(const void *)(s + i));
+        __m128i h = _mm_slli_epi16(_mm_and_si128(_mm_cvtepu8_epi16(bytes), _mm_set1_epi16(0x7F)),
+                                   7);
+        __m256i b = _mm256_cvtepu8_epi32(bytes);
+        __m256i f = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtph_ps(h), scale));
+        __m256i neg = _mm256_slli_epi32(_mm256_srli_epi32(b, 7), 31);
+        __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(b, low7), low7);
+        f = _mm256_blendv_epi8(_mm256_or_si256(f, neg), _mm256_or_si256(neg, quiet), nan);
+        _mm256_storeu_si256((__m256i *)(void *)(d + i), f);
+    }
+    for (; i < n; i++)
+        d[i] = tk__e4m3_to(s[i]);
+}
+
 /* The F16C loop on the x86 paths, else the portable one. */
 #define TK__F16C_OR(f16c, loop, ...) \
     (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
@@ -236,8 +286,12 @@ static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n)
 {
     switch (dtype) {
     case TK_DTYPE_BF16: tk__bf16_to_f32_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F16: tk__f16_to_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F8E4M3FN: tk__e4m3_to_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F16:
+        TK__F16C_OR(tk__f16_to_f16c, tk__f16_to_loop, dst, src, (size_t)n);
+        break;
+    case TK_DTYPE_F8E4M3FN:
+        TK__F16C_OR(tk__e4m3_to_f16c, tk__e4m3_to_loop, dst, src, (size_t)n);
+        break;
     case TK_DTYPE_F8E5M2:
         TK__F16C_OR(tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, (size_t)n);
         break;

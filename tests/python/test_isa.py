@@ -42,8 +42,9 @@ def test_tk_isa_picks_the_path_or_the_best_below_it(asked):
 
 
 # In each path's process: bf16 of every f32 pattern against ml_dtypes bit for
-# bit, and a digest per chunk of every other narrowing, compared across paths
-# (the default path's results are compared with the references exhaustively in
+# bit, a digest per chunk of every other narrowing, and one of every other
+# widening of every encoding, compared across paths (the default path's
+# results are compared with the references exhaustively in
 # test_exhaustive.py).
 _ALL_INPUTS = f"""
     import hashlib
@@ -62,6 +63,13 @@ _ALL_INPUTS = f"""
         for name in ("float16", "float8_e4m3fn", "float8_e5m2"):
             h.update(tk.from_f32(f, name).tobytes())
         digests.append(h.hexdigest())
+    h = hashlib.blake2b(digest_size=16)
+    for name, bits in (("float16", np.uint16), ("float8_e4m3fn", np.uint8),
+                       ("float8_e5m2", np.uint8)):
+        codes = np.arange(1 << (8 * np.dtype(bits).itemsize), dtype=np.uint32).astype(bits)
+        for start in range(4):   # every alignment of the loops' vectors
+            h.update(tk.to_f32(codes[start:], name).tobytes())
+    digests.append(h.hexdigest())
     print(tk.build_info()["isa"], " ".join(digests))
 """
 
@@ -93,8 +101,10 @@ def test_every_path_equals_portable_on_all_2_32_inputs(isa, digests):
     assert words[0] == isa
     portable = digests["portable"][1]
     bad = [i for i, (a, b) in enumerate(zip(words[1:], portable[1:])) if a != b]
-    assert len(words) == len(portable) and not bad, (
-        f"{isa}: f32 patterns from 0x{bad[0] << 24:08x} narrow differently from the portable path")
+    assert len(words) == len(portable), f"{isa}: {len(words)} words, portable {len(portable)}"
+    assert not bad, (f"{isa}: f32 patterns from 0x{bad[0] << 24:08x} narrow differently from "
+                     "the portable path" if bad[0] < 256 else
+                     f"{isa}: f16 or fp8 codes widen differently from the portable path")
 
 
 # In each path's process: elementwise axpy audits (float32, bfloat16 and
