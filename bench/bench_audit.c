@@ -7,10 +7,10 @@
  * (-O3 -march=native, native.c), timed interleaved in the same run (median
  * of 15).  The issue's target is 3x.  Since the stored inputs and the
  * oracle of large cases go out by streaming stores (AVX-512 bf16 loops
- * beside them), one thread measures 2.6 to 2.9 (3.0 once) on an AVX-512
- * AMD EPYC (Zen 5), where it was 3.6 to 4.0.  The AVX2 path gains little
+ * beside them), one thread measures 2.6 to 3.0 on an AVX-512 AMD EPYC
+ * (Zen 5), where it was 3.5 to 3.9 (3.1 once).  The AVX2 path gains little
  * (the pass is bound by its arithmetic there): forced with TK_ISA=avx2 on
- * the Zen 5 it reads 4.6 to 5.0, and an AVX2 AMD EPYC (Zen 3) read 3.8 to
+ * the Zen 5 it reads 4.7 to 4.9, and an AVX2 AMD EPYC (Zen 3) read 3.8 to
  * 4.6 before the change, so the limit stays a guard.  On two threads
  * (TK_KERNEL_THREADS 2, the machine's cores) the Zen 5 reads 1.9 to 2.7,
  * and as much as the one thread in the runs where the VM's second core

@@ -24,7 +24,7 @@
  * the AVX2 path forced (TK_ISA=avx2) against loops built for AVX-512; the
  * limit is 1.5, a guard until an AVX2 machine has measured it.
  * The ratios to tk_kernel_run keep guards: f32 1.9x to 2.1x without undo
- * and 3.3x to 3.8x with it, bf16 2.5x to 2.9x and 3.7x to 4.1x. */
+ * and 3.3x to 3.9x with it, bf16 2.5x to 2.9x and 3.7x to 4.1x. */
 #include "bench.h"
 
 #include <stdbool.h>

@@ -10,7 +10,7 @@
  * blockwise 1.3 the fused loop; the pipeline 2.0 (8x128) and 1.5 (256x512); a custom elementwise
  * body without undo 1.5 the built-in one, a guard: the issue's target is
  * 1.15, and on an AVX-512 AMD EPYC (Zen 5) the median read 1.06 to 1.22
- * alone and 1.20 to 1.28 inside a full `make bench` (the body's results
+ * alone and 1.17 to 1.28 inside a full `make bench` (the body's results
  * go out from scratch by streaming stores, a pass the built-in fuses into
  * its loop).  The built-in body writes a
  * large output by streaming stores, which the fused loop does not: its
