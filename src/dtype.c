@@ -20,6 +20,8 @@ const char *tk_dtype_name(int dtype)
 
 int64_t tk_dtype_size(int dtype) { return tk__esize(dtype); }
 
+static void tk__bulk(int dtype, bool to_f32, const void *src, void *dst, int64_t n);
+
 uint16_t tk_bf16_from_f32(float x) { return tk__bf16_from(x); }
 
 float tk_bf16_to_f32(uint16_t b) { return tk__bf16_to(b); }
@@ -49,7 +51,7 @@ int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
     if (!dst || !src)
         return tk__fail(TK_EINVAL, "tk_bf16_from_f32_n: %s is NULL with n = %zu",
                         !dst ? "dst" : "src", n);
-    tk__row_from_f32(TK_DTYPE_BF16, src, dst, (int64_t)n);
+    tk__bulk(TK_DTYPE_BF16, false, src, dst, (int64_t)n);
     return TK_OK;
 }
 
@@ -60,7 +62,7 @@ int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
     if (!dst || !src)
         return tk__fail(TK_EINVAL, "tk_bf16_to_f32_n: %s is NULL with n = %zu",
                         !dst ? "dst" : "src", n);
-    tk__row_to_f32(TK_DTYPE_BF16, src, dst, (int64_t)n);
+    tk__bulk(TK_DTYPE_BF16, true, src, dst, (int64_t)n);
     return TK_OK;
 }
 
@@ -202,6 +204,38 @@ TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *re
     tk__e5m2_from_f16c(d + i, s + i, n - i);
 }
 
+/* f32 -> float8_e4m3fn on the AVX-512 path: tk__e4m3_from's integer and
+ * float steps, sixteen lanes at a time with the picks done by mask (the
+ * compiled rule ran at 1.4 times a memcpy of the source on an AVX-512
+ * Intel Xeon, bound by its arithmetic). */
+TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *restrict s,
+                                            size_t n)
+{
+    const __m512i magic = _mm512_set1_epi32(141 << 23), abs = _mm512_set1_epi32(0x7FFFFFFF),
+                  nan = _mm512_set1_epi32(0x7F), sign = _mm512_set1_epi32(0x80);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_loadu_si512(s + i), a = _mm512_and_si512(u, abs);
+        __m512i t = _mm512_sub_epi32(a, _mm512_set1_epi32(120 << 23));
+        __m512i normal = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(t, _mm512_set1_epi32(0x7FFFF)),
+                             _mm512_and_si512(_mm512_srli_epi32(t, 20), _mm512_set1_epi32(1))),
+            20);
+        __m512i sub = _mm512_sub_epi32(
+            _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(magic))),
+            magic);
+        __m512i r = _mm512_mask_mov_epi32(
+            sub, _mm512_cmpge_epu32_mask(a, _mm512_set1_epi32(121 << 23)), normal);
+        __mmask16 bad = _mm512_cmpgt_epu32_mask(r, _mm512_set1_epi32(0x7E)) |
+                        _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+        r = _mm512_or_si512(_mm512_mask_mov_epi32(r, bad, nan),
+                            _mm512_and_si512(_mm512_srli_epi32(u, 24), sign));
+        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm512_cvtepi32_epi8(r));
+    }
+    for (; i < n; i++)
+        d[i] = tk__e4m3_from(s[i]);
+}
+
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
@@ -306,7 +340,15 @@ static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n)
     case TK_DTYPE_F16:
         TK__F16C_OR(tk__f16_from_f16c, tk__f16_from_loop, dst, src, (size_t)n);
         break;
-    case TK_DTYPE_F8E4M3FN: tk__e4m3_from_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_F8E4M3FN:
+#if TK__ISA_X86
+        if (tk__isa() == TK__ISA_AVX512) {
+            tk__e4m3_from_512(dst, src, (size_t)n);
+            break;
+        }
+#endif
+        tk__e4m3_from_loop(dst, src, (size_t)n);
+        break;
     case TK_DTYPE_F8E5M2:
 #if TK__ISA_X86
         if (tk__isa() == TK__ISA_AVX512) {
@@ -346,6 +388,55 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
     tk__from_f32(dtype, src + h, (char *)dst + h * tk__esize(dtype), n - h);
 }
 
+/* Bulk conversions whose destination is TK__STREAM bytes or more convert
+ * TK__BULK elements at a time into a block staged in cache and stream it
+ * out, with the source read TK__BULK_AHEAD bytes ahead.  On an Intel Xeon
+ * one core's reads are the limit: ordinary stores read every destination
+ * line first, and the hardware prefetcher alone kept too few lines in
+ * flight (the bf16 conversions ran at 1.24 and 1.30 times a memcpy of
+ * the source that way, 0.95 to 1.05 and 0.71 to 0.75 this way; 64 to 256
+ * elements and 2 to 8 KiB ahead measured alike). */
+#define TK__BULK 128
+#define TK__BULK_AHEAD 4096
+
+/* n elements from src to dst, one way or the other. */
+static void tk__convert(int dtype, bool to_f32, const void *src, void *dst, int64_t n)
+{
+    if (to_f32)
+        tk__to_f32(dtype, src, dst, n);
+    else
+        tk__from_f32(dtype, src, dst, n);
+}
+
+static void tk__bulk(int dtype, bool to_f32, const void *src, void *dst, int64_t n)
+{
+    size_t ses = to_f32 ? (size_t)tk__esize(dtype) : sizeof(float);
+    size_t des = to_f32 ? sizeof(float) : (size_t)tk__esize(dtype);
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    if ((size_t)n * des < TK__STREAM) {
+        if (to_f32)
+            tk__row_to_f32(dtype, src, dst, n);
+        else
+            tk__row_from_f32(dtype, src, dst, n);
+        return;
+    }
+    /* Ordinary stores up to the destination's first 64-byte line and after
+     * its last whole block; the whole lines in between are streamed. */
+    int64_t at = (int64_t)((64 - (uintptr_t)d % 64) % 64 / des);
+    tk__convert(dtype, to_f32, s, d, at);
+    _Alignas(64) float staged[TK__BULK];
+    for (; at + TK__BULK <= n; at += TK__BULK) {
+        const unsigned char *from = s + (size_t)at * ses;
+        for (size_t b = 0; b < TK__BULK * ses; b += 64)
+            __builtin_prefetch(from + TK__BULK_AHEAD + b);
+        tk__convert(dtype, to_f32, from, staged, TK__BULK);
+        tk__stream_copy(d + (size_t)at * des, staged, TK__BULK * des);
+    }
+    tk__stream_fence();
+    tk__convert(dtype, to_f32, s + (size_t)at * ses, d + (size_t)at * des, n - at);
+}
+
 /* The checks of the two generic bulk conversions. */
 static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void *src,
                           size_t n)
@@ -363,7 +454,7 @@ int tk_dtype_from_f32_n(int dtype, void *dst, const float *src, size_t n)
 {
     int rc = tk__bulk_check("tk_dtype_from_f32_n", dtype, dst, src, n);
     if (!rc && n)
-        tk__row_from_f32(dtype, src, dst, (int64_t)n);
+        tk__bulk(dtype, false, src, dst, (int64_t)n);
     return rc;
 }
 
@@ -371,7 +462,7 @@ int tk_dtype_to_f32_n(int dtype, float *dst, const void *src, size_t n)
 {
     int rc = tk__bulk_check("tk_dtype_to_f32_n", dtype, dst, src, n);
     if (!rc && n)
-        tk__row_to_f32(dtype, src, dst, (int64_t)n);
+        tk__bulk(dtype, true, src, dst, (int64_t)n);
     return rc;
 }
 

@@ -538,6 +538,59 @@ Test(small, bulk_equals_one_at_a_time)
     }
 }
 
+/* Conversions of 8 MiB or more stream their output past the cache: each
+ * dtype, both ways, at two destination offsets, equals the same conversion
+ * done in pieces too small to stream, and writes nothing past the end. */
+Test(small, streamed_bulk_equals_pieces)
+{
+    enum { PIECE = 4096, GUARD = 64 };
+    const size_t n = ((size_t)1 << 23) + 37;   /* 8 Mi codes of one byte, and a tail */
+    uint32_t *x = malloc(n * sizeof *x);
+    float *back = malloc((n + GUARD) * sizeof *back), *want_back = malloc(n * sizeof *back);
+    unsigned char *d = malloc(2 * n + GUARD), *want = malloc(2 * n);
+    cr_assert(x && back && want_back && d && want);
+    uint64_t seed = 41;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (uint32_t)tkt_next(&seed);
+    const int dtypes[] = {TK_DTYPE_BF16, TK_DTYPE_F16, TK_DTYPE_F8E4M3FN, TK_DTYPE_F8E5M2};
+    for (size_t k = 0; k < 4; k++) {
+        int dt = dtypes[k];
+        size_t es = (size_t)tk_dtype_size(dt);
+        const float *src = (const float *)(const void *)x;
+        for (size_t i = 0; i < n; i += PIECE)
+            tk_dtype_from_f32_n(dt, want + i * es, src + i, n - i < PIECE ? n - i : PIECE);
+        for (size_t i = 0; i < n; i += PIECE)
+            tk_dtype_to_f32_n(dt, want_back + i, want + i * es, n - i < PIECE ? n - i : PIECE);
+        for (size_t off = 0; off < 2; off++) {   /* 0 and one element off the line */
+            unsigned char *dd = d + off * es;
+            float *bb = back + off;
+            memset(d, 0xA5, 2 * n + GUARD);
+            memset(back, 0xA5, (n + GUARD) * sizeof *back);
+            tkt_expect_status(tk_dtype_from_f32_n(dt, dd, src, n), TK_OK);
+            tkt_expect_status(tk_dtype_to_f32_n(dt, bb, want, n), TK_OK);
+            size_t bad = n;
+            for (size_t i = 0; i < n * es && bad == n; i++)
+                if (dd[i] != want[i])
+                    bad = i / es;
+            cr_assert_eq(bad, n, "%s narrowing at offset %zu: element %zu of f32 0x%08x",
+                         tk_dtype_name(dt), off, bad, bad < n ? x[bad] : 0u);
+            cr_assert_eq(memcmp(bb, want_back, n * sizeof *back), 0, "%s widening at offset %zu",
+                         tk_dtype_name(dt), off);
+            for (size_t i = off * es + n * es; i < 2 * n + GUARD && i < (off + 1) * es + n * es + GUARD; i++)
+                cr_assert_eq(d[i], 0xA5, "%s narrowing wrote byte %zu past the end",
+                             tk_dtype_name(dt), i - off * es - n * es);
+            for (size_t i = off + n; i < n + GUARD; i++)
+                cr_assert_eq(tkt_bits(back[i]), 0xA5A5A5A5u, "%s widening wrote past the end",
+                             tk_dtype_name(dt));
+        }
+    }
+    free(x);
+    free(back);
+    free(want_back);
+    free(d);
+    free(want);
+}
+
 Test(small, overflow_infinity_and_nan)
 {
     float big[] = {1e30f, INFINITY, FLT_MAX};
