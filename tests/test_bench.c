@@ -224,6 +224,69 @@ Test(bench, the_budget_stops_sampling)
     tk_device_destroy(host);
 }
 
+/* Clock readings a callback pair takes as run starts and as sync ends. */
+struct stamps {
+    int n;
+    double start[16], end[16];
+    long sleep_ns;
+};
+
+static double stamp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static int stamp_run(void *u)
+{
+    struct stamps *s = u;
+    s->start[s->n] = stamp_now();
+    struct timespec ts = {0, s->sleep_ns};
+    if (s->sleep_ns)
+        nanosleep(&ts, NULL);
+    return 0;
+}
+static int stamp_sync(void *u)
+{
+    struct stamps *s = u;
+    s->end[s->n++] = stamp_now();
+    return 0;
+}
+
+/* A sample holds its own entry's run and sync, and nothing of the entry
+ * sampled before it: interleaved with a 2 ms entry, each sample of a
+ * no-op entry lies between the 2 ms entry's sync and its next run. */
+Test(bench, a_sample_covers_its_own_callbacks_only)
+{
+    tk_device *host;
+    tk_bench *b = host_bench(&host);
+    enum { REPEATS = 6 };
+    struct stamps slow = {.sleep_ns = 2000000}, quick = {0};
+    tkt_expect_status(tk_bench_set(b, TK_BENCH_REPEATS, REPEATS), TK_OK);
+    tkt_expect_status(tk_bench_set(b, TK_BENCH_WARMUPS, 1), TK_OK);
+    cr_assert_eq(tk_bench_add(b, "slow", NULL, NULL, stamp_run, stamp_sync, &slow), 0);
+    cr_assert_eq(tk_bench_add(b, "quick", NULL, NULL, stamp_run, stamp_sync, &quick), 1);
+    tkt_expect_status(tk_bench_run(b), TK_OK);
+    double ms_slow[REPEATS], ms_quick[REPEATS];
+    cr_assert_eq(tk_bench_samples(b, 0, ms_slow, REPEATS), REPEATS);
+    cr_assert_eq(tk_bench_samples(b, 1, ms_quick, REPEATS), REPEATS);
+    const double eps = 1e-6;   /* ms: the rounding of two subtractions */
+    for (int k = 0; k < REPEATS; k++) {
+        int i = k + 1;   /* after the warm-up */
+        cr_assert_geq(ms_slow[k] + eps, (slow.end[i] - slow.start[i]) * 1e3, "sample %d", k);
+        cr_assert_geq(ms_quick[k] + eps, (quick.end[i] - quick.start[i]) * 1e3, "sample %d", k);
+        if (k + 1 < REPEATS)
+            cr_assert_leq(ms_quick[k], (slow.start[i + 1] - slow.end[i]) * 1e3 + eps,
+                          "quick sample %d holds some of the slow entry (%g ms)", k,
+                          ms_quick[k]);
+        if (k > 0)
+            cr_assert_leq(ms_slow[k], (quick.start[i] - quick.end[i - 1]) * 1e3 + eps,
+                          "slow sample %d holds some of the quick entry", k);
+    }
+    tk_bench_destroy(b);
+    tk_device_destroy(host);
+}
+
 /* The summaries on edge cases; numpy itself is the reference in the
  * Python tests. */
 Test(bench, median_and_percentile)
