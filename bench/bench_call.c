@@ -18,13 +18,17 @@
  * the same blocks in grid order, written directly (f32 blocks in place,
  * bf16 ones converted around it), takes 1.7x to 1.9x (f32) and 2.7x to 3.0x
  * (bf16) of it on an AVX-512 AMD EPYC (Zen 5); it is printed as
- * `blocked_loop_..._vs_kernel_run`.  So the call's machinery is held to
- * that loop, as the matmul's is: without undo 1.06 to 1.15 for f32 and 0.89
- * to 0.96 for bf16 (its stretches convert whole rows), 1.18 and 1.26 with
- * the AVX2 path forced (TK_ISA=avx2) against loops built for AVX-512; the
- * limit is 1.5, a guard until an AVX2 machine has measured it.
- * The ratios to tk_kernel_run keep guards: f32 1.9x to 2.1x without undo
- * and 3.3x to 3.9x with it, bf16 2.5x to 2.9x and 3.7x to 4.1x. */
+ * `blocked_loop_..._vs_kernel_run`; on an AVX-512 Intel Xeon 1.10 to 1.18
+ * and 1.43 to 1.65.  So the call's machinery is held to that loop, as the
+ * matmul's is: without undo 1.06 to 1.15 for f32 and 0.89 to 0.96 for bf16
+ * on the EPYC (its stretches convert whole rows), 1.18 and 1.26 with the
+ * AVX2 path forced (TK_ISA=avx2) against loops built for AVX-512; 1.20 to
+ * 1.32 and 1.16 to 1.32 on the Xeon (1.76 and 1.36 when the stretches were
+ * read a row at a time).  The limit is 1.5, a guard until an AVX2 machine
+ * has measured it.  The ratios to tk_kernel_run keep guards: f32 1.9x to
+ * 2.1x without undo and 3.3x to 3.9x with it, bf16 2.5x to 2.9x and 3.7x
+ * to 4.1x on the EPYC; 1.42 to 1.48 and 2.8, 1.8 to 2.1 and 3.2 to 3.5 on
+ * the Xeon. */
 #include "bench.h"
 
 #include <stdbool.h>
