@@ -12,7 +12,9 @@
  * 1.15, and on an AVX-512 AMD EPYC (Zen 5) the median read 1.06 to 1.22
  * alone and 1.17 to 1.28 inside a full `make bench` (the body's results
  * go out from scratch by streaming stores, a pass the built-in fuses into
- * its loop).  The built-in body writes a
+ * its loop); on an AVX-512 Intel Xeon 1.07 to 1.17, 1.21 to 1.26 before
+ * the next run's inputs were fetched ahead (with undo 2.0 to 2.2 there).
+ * The built-in body writes a
  * large output by streaming stores, which the fused loop does not: its
  * ratios can be under 1. */
 #include "bench.h"
