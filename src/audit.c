@@ -348,21 +348,33 @@ TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
                                 _mm512_set1_epi32(0x7FC00000));
 }
 
+/* The bf16 halves of sixteen rounded lanes to d: by a streaming store
+ * when `stream` and d starts a half line (a span whose destination does
+ * not is written by ordinary stores). */
+TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool stream)
+{
+    __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+    if (stream)
+        _mm256_stream_si256((__m256i *)(void *)d, h);
+    else
+        _mm256_storeu_si256((__m256i *)(void *)d, h);
+}
+
 /* tk__store's bfloat16 case on the AVX-512 path, sixteen floats a step
  * (the compiled loop ran in half-width vectors, its constants rebuilt every
  * step, and took a quarter more time in the pass); returns the elements
  * done, the rest left to the scalar loop. */
 TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
                                                uint16_t *restrict d, float *restrict p,
-                                               int64_t n, int64_t ahead)
+                                               int64_t n, int64_t ahead, bool stream)
 {
+    stream = stream && (uintptr_t)d % 32 == 0;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         if (j < ahead)
             __builtin_prefetch(src + n + j);
         __m512i r = tk__bf16_round_512(_mm512_loadu_ps(src + j));
-        _mm256_storeu_si256((__m256i *)(void *)(d + j),
-                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        tk__bf16_put_512(d + j, r, stream);
         _mm512_storeu_ps(p + j, _mm512_castsi512_ps(r));
     }
     return j;
@@ -370,13 +382,14 @@ TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
 #endif
 
 /* Store n f32 values in the dtype at dst (round to nearest even) and their
- * stored values, promoted back to f32, in p.  The next `ahead` source
+ * stored values, promoted back to f32, in p; `stream`: dst by streaming
+ * stores where the path can (the AVX-512 bf16 loop).  The next `ahead` source
  * elements (the next block: blocks are consecutive in the plane) are
  * prefetched a line per 16 elements as this block converts: the hardware
  * prefetcher stops at each 4 KiB page and idles while a block computes,
  * so each block otherwise starts on cold reads. */
-TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst, float *restrict p, int64_t n, int64_t ahead),
-            (dtype, src, dst, p, n, ahead))
+TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst, float *restrict p, int64_t n, int64_t ahead, bool stream),
+            (dtype, src, dst, p, n, ahead, stream))
 {
     if (dtype == TK_DTYPE_F32) {
         memcpy(dst, src, (size_t)n * sizeof *src);
@@ -391,7 +404,9 @@ TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst
     int64_t done = 0;
 #if TK__ISA_X86
     if (tk__isa() == TK__ISA_AVX512)
-        done = tk__store_bf16_512(src, dst, p, n, ahead);
+        done = tk__store_bf16_512(src, dst, p, n, ahead, stream);
+#else
+    (void)stream;
 #endif
     uint16_t *d = dst;
     for (int64_t j0 = done; j0 < n; j0 += 16) {
@@ -431,8 +446,9 @@ TK__ON_AVX512 static inline __m512i tk__max_abs_512(__m512i m, __m512 v)
 TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
                                                     const float *restrict ref,
                                                     uint16_t *restrict d, float *restrict o,
-                                                    int64_t n, int32_t part[3])
+                                                    int64_t n, int32_t part[3], bool stream)
 {
+    stream = stream && (uintptr_t)d % 32 == 0;
     __m512i in_part = _mm512_set1_epi32(part[0]), out_part = _mm512_set1_epi32(part[1]),
             scale = _mm512_set1_epi32(part[2]);
     int64_t j = 0;
@@ -440,8 +456,7 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
         __m512 v = _mm512_loadu_ps(t + j), e = _mm512_loadu_ps(ref + j);
         __m512i r = tk__bf16_round_512(v);
         __m512 oj = _mm512_castsi512_ps(r);
-        _mm256_storeu_si256((__m256i *)(void *)(d + j),
-                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        tk__bf16_put_512(d + j, r, stream);
         _mm512_storeu_ps(o + j, oj);
         in_part = tk__max_abs_512(in_part, _mm512_sub_ps(v, e));
         out_part = tk__max_abs_512(out_part, _mm512_sub_ps(oj, v));
@@ -457,8 +472,8 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
 /* The oracle: t cast once, stored at dst and promoted back in o; with it,
  * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|, in one
  * pass.  In f32 the cast is exact and |o - t| is 0. */
-TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *restrict ref, void *restrict dst, float *restrict o, int64_t n, int32_t part[3]),
-            (dtype, t, ref, dst, o, n, part))
+TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *restrict ref, void *restrict dst, float *restrict o, int64_t n, int32_t part[3], bool stream),
+            (dtype, t, ref, dst, o, n, part, stream))
 {
     int32_t in_part = part[0], out_part = part[1], scale = part[2];
     if (dtype == TK_DTYPE_F32) {
@@ -480,9 +495,11 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
         int64_t done = 0;
 #if TK__ISA_X86
         if (tk__isa() == TK__ISA_AVX512) {
-            done = tk__cast_parts_bf16_512(t, ref, dst, o, n, part);
+            done = tk__cast_parts_bf16_512(t, ref, dst, o, n, part, stream);
             in_part = part[0], out_part = part[1], scale = part[2];
         }
+#else
+        (void)stream;
 #endif
         uint16_t *d = dst;
         for (int64_t j = done; j < n; j++) {
@@ -524,10 +541,14 @@ static void *tk__measure_share(void *arg)
     int n = k->n_inputs, d = c->dtype;
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS, index = 0;
     size_t es = (size_t)tk__esize(d);
-    /* Large planes are written by streaming stores from a staged block:
-     * ordinary stores first read every line from memory, and their misses
-     * held the pass to 1.6x its time (4096x4096 bf16, AVX-512 AMD EPYC). */
+    /* Large planes are written by streaming stores: ordinary stores first
+     * read every line from memory, and their misses held the pass to 1.6x
+     * its time (4096x4096 bf16, AVX-512 AMD EPYC).  The AVX-512 bf16 loops
+     * stream as they store; the others store into a block staged in cache,
+     * which is then streamed (the staged copy cost the AVX-512 bf16 pass 6
+     * to 10% on an Intel Xeon). */
     bool stream = (size_t)plane * es >= TK__STREAM;
+    bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX512;
     float *buf = malloc((size_t)(n + 5) * (size_t)B * sizeof(float));
     if (!buf) {
         s->rc = tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
@@ -537,7 +558,7 @@ static void *tk__measure_share(void *arg)
     }
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
     float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = s->out ? o + B : o;
-    void *staged = stream ? o + 2 * B : NULL;
+    void *staged = stream && !direct ? o + 2 * B : NULL;
     for (int i = 0; i < n; i++)
         p[i] = buf + i * B;
     for (tk__span b = {0}; !s->rc && index < s->last && tk__next_span(c, &b); index++) {
@@ -553,7 +574,7 @@ static void *tk__measure_share(void *arg)
                 continue;
             }
             tk__store(d, orig[i], staged ? staged : stored, (float *)p[i], b.ne,
-                      plane - b.off - b.ne < B ? plane - b.off - b.ne : B);
+                      plane - b.off - b.ne < B ? plane - b.off - b.ne : B, direct);
             if (staged)
                 tk__stream_copy(stored, staged, (size_t)b.ne * es);
         }
@@ -563,7 +584,7 @@ static void *tk__measure_share(void *arg)
             (s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
             break;
         char *oracle = (char *)s->oracle + (size_t)b.off * es;
-        tk__cast_parts(d, t, ref, staged ? staged : oracle, o, b.ne, s->part);
+        tk__cast_parts(d, t, ref, staged ? staged : oracle, o, b.ne, s->part, direct);
         if (staged)
             tk__stream_copy(oracle, staged, (size_t)b.ne * es);
         if (s->out)
