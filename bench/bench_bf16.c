@@ -5,7 +5,7 @@
  * take at most 1.05x a plain memcpy of the same 64 MiB source into a 64 MiB
  * destination, timed interleaved in the same run (median of 15), on the
  * dispatched path (0.55 to 0.66 with AVX2 or AVX-512 on an AMD EPYC; on an
- * AVX-512 Intel Xeon 0.96 to 0.99 narrowing and 0.72 to 0.73 widening,
+ * AVX-512 Intel Xeon 0.76 to 0.92 narrowing and 0.72 to 0.79 widening,
  * 1.24 and 1.30 before large destinations were streamed; the portable SSE2
  * path measured 0.93 narrowing on the EPYC, 1.39 on the Xeon).  Prints
  * `name: ratio` lines and exits 1 when a ratio is over the limit. */

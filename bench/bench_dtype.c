@@ -6,9 +6,9 @@
  * and float8_e5m2.  Limit 1.2 both ways, for the AVX-512 path that both
  * machines of this project run: there narrowing measured 0.7 to 1.02 and
  * expanding 0.57 to 1.06 on an AMD EPYC (one e5m2 run in a full `make
- * bench`), 0.89 to 1.04 and 0.76 to 0.95 on an Intel Xeon (1.16 to 1.41
- * before large destinations were streamed and e4m3fn narrowing had its
- * AVX-512 loop).  Forced onto a lower path (TK_ISA) narrowing is slower
+ * bench`), 0.73 to 1.07 and 0.64 to 1.06 on an Intel Xeon (1.16 to 1.41
+ * before large destinations were streamed and e4m3fn had its AVX-512
+ * loops).  Forced onto a lower path (TK_ISA) narrowing is slower
  * than memory and the bench says so: AVX2 0.96 to 1.38 on the EPYC, 0.93 to
  * 1.5 on the Xeon (e4m3fn the slowest), the portable SSE2 code 1.9 to 3.6.
  * Prints `name: ratio` lines and exits 1
