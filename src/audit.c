@@ -349,8 +349,7 @@ TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
 }
 
 /* The bf16 halves of sixteen rounded lanes to d: by a streaming store
- * when `stream` and d starts a half line (a span whose destination does
- * not is written by ordinary stores). */
+ * when `stream` (the caller has checked that d starts a half line). */
 TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool stream)
 {
     __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
@@ -368,7 +367,6 @@ TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
                                                uint16_t *restrict d, float *restrict p,
                                                int64_t n, int64_t ahead, bool stream)
 {
-    stream = stream && (uintptr_t)d % 32 == 0;
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
         if (j < ahead)
@@ -382,8 +380,9 @@ TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
 #endif
 
 /* Store n f32 values in the dtype at dst (round to nearest even) and their
- * stored values, promoted back to f32, in p; `stream`: dst by streaming
- * stores where the path can (the AVX-512 bf16 loop).  The next `ahead` source
+ * stored values, promoted back to f32, in p; `stream` (AVX-512 and bf16
+ * only, dst starting a half line): dst by streaming stores.  The next
+ * `ahead` source
  * elements (the next block: blocks are consecutive in the plane) are
  * prefetched a line per 16 elements as this block converts: the hardware
  * prefetcher stops at each 4 KiB page and idles while a block computes,
@@ -448,7 +447,6 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
                                                     uint16_t *restrict d, float *restrict o,
                                                     int64_t n, int32_t part[3], bool stream)
 {
-    stream = stream && (uintptr_t)d % 32 == 0;
     __m512i in_part = _mm512_set1_epi32(part[0]), out_part = _mm512_set1_epi32(part[1]),
             scale = _mm512_set1_epi32(part[2]);
     int64_t j = 0;
@@ -471,7 +469,8 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
 
 /* The oracle: t cast once, stored at dst and promoted back in o; with it,
  * the maxima of the gap's parts |t - ref| and |o - t| and of |ref|, in one
- * pass.  In f32 the cast is exact and |o - t| is 0. */
+ * pass.  In f32 the cast is exact and |o - t| is 0.  `stream` as in
+ * tk__store. */
 TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *restrict ref, void *restrict dst, float *restrict o, int64_t n, int32_t part[3], bool stream),
             (dtype, t, ref, dst, o, n, part, stream))
 {
@@ -544,9 +543,9 @@ static void *tk__measure_share(void *arg)
     /* Large planes are written by streaming stores: ordinary stores first
      * read every line from memory, and their misses held the pass to 1.6x
      * its time (4096x4096 bf16, AVX-512 AMD EPYC).  The AVX-512 bf16 loops
-     * stream as they store; the others store into a block staged in cache,
-     * which is then streamed (the staged copy cost the AVX-512 bf16 pass 6
-     * to 10% on an Intel Xeon). */
+     * stream as they store where a span's destination starts a half line
+     * (the staged copy cost that pass 6 to 10% on an Intel Xeon); the other
+     * paths and spans store into a block staged in cache, then streamed. */
     bool stream = (size_t)plane * es >= TK__STREAM;
     bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX512;
     float *buf = malloc((size_t)(n + 5) * (size_t)B * sizeof(float));
@@ -558,7 +557,7 @@ static void *tk__measure_share(void *arg)
     }
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
     float *t = buf + n * B, *ref = t + B, *o = ref + B, *cand = s->out ? o + B : o;
-    void *staged = stream && !direct ? o + 2 * B : NULL;
+    void *staged = stream ? o + 2 * B : NULL;
     for (int i = 0; i < n; i++)
         p[i] = buf + i * B;
     for (tk__span b = {0}; !s->rc && index < s->last && tk__next_span(c, &b); index++) {
@@ -573,9 +572,10 @@ static void *tk__measure_share(void *arg)
                 tk__row_to_f32(d, stored, (float *)p[i], b.ne);
                 continue;
             }
-            tk__store(d, orig[i], staged ? staged : stored, (float *)p[i], b.ne,
-                      plane - b.off - b.ne < B ? plane - b.off - b.ne : B, direct);
-            if (staged)
+            bool now = direct && (uintptr_t)stored % 32 == 0;
+            tk__store(d, orig[i], staged && !now ? staged : stored, (float *)p[i], b.ne,
+                      plane - b.off - b.ne < B ? plane - b.off - b.ne : B, now);
+            if (staged && !now)
                 tk__stream_copy(stored, staged, (size_t)b.ne * es);
         }
         /* t: the body on the represented inputs before the cast; o: the
@@ -584,8 +584,9 @@ static void *tk__measure_share(void *arg)
             (s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
             break;
         char *oracle = (char *)s->oracle + (size_t)b.off * es;
-        tk__cast_parts(d, t, ref, staged ? staged : oracle, o, b.ne, s->part, direct);
-        if (staged)
+        bool now = direct && (uintptr_t)oracle % 32 == 0;
+        tk__cast_parts(d, t, ref, staged && !now ? staged : oracle, o, b.ne, s->part, now);
+        if (staged && !now)
             tk__stream_copy(oracle, staged, (size_t)b.ne * es);
         if (s->out)
             tk__row_to_f32(d, tk__span_data(s->out, &b), cand, b.ne);

@@ -471,7 +471,8 @@ int tk_bench_write_receipt(const tk_bench *b, const char *path)
     tk__json_string(f, tk_device_kind(b->target));
     fprintf(f, "},\n  \"boundary\": ");
     tk__json_string(f, b->boundary);
-    fprintf(f, ",\n  \"clock\": \"CLOCK_MONOTONIC, from before run to after sync\",\n"
+    fprintf(f, ",\n  \"clock\": \"CLOCK_MONOTONIC, one reading after each sync; a sample runs "
+            "from the reading before it\",\n"
             "  \"warmups\": %lld, \"repeats\": %lld, \"interleave\": %s, "
             "\"max_seconds\": %lld,\n  \"baseline\": ",
             (long long)tk__bparam(b, TK_BENCH_WARMUPS), (long long)tk__bparam(b, TK_BENCH_REPEATS),

@@ -488,12 +488,12 @@ static bool tk__beside(const tk__plan *p, int64_t k, int n)
 
 /* From step st on, the steps whose input blocks lie side by side along
  * their block rows (each input's block column one more per step, the
- * block row the same), up to TK__TOUCH bytes: read their rows in memory
- * order first, so the body finds them in cache.  A block is a few short
- * rows (8 of 512 bytes for 8x128 f32), which the hardware prefetchers do
- * not follow block by block.  only: just the inputs it marks (the inputs
- * read in place, while a stretch promotes the others).  Returns the step
- * after the run. */
+ * block row the same), up to TK__TOUCH bytes: read their rows first, each
+ * in memory order, so the body finds them in cache.  A block is a few
+ * short rows (8 of 512 bytes for 8x128 f32), which the hardware
+ * prefetchers do not follow block by block.  only: just the inputs it
+ * marks (the inputs read in place, while a stretch promotes the others).
+ * Returns the step after the run. */
 static int64_t tk__touch(const tk_call *c, const tk__plan *p, const tk_matrix *const *inputs,
                          int64_t st, const bool *only)
 {

@@ -366,7 +366,8 @@ static int tk__run_flat(const tk__exec *e)
         /* The next run's inputs, and its old output for the undo copy, are
          * fetched while the body works on this one: one core's reads are
          * the limit on an Intel Xeon, where this took a custom body from
-         * 1.24 to 1.12-1.17 the built-in without undo, 2.5 to 2.2 with. */
+         * 1.21-1.26 to 1.07-1.17 the built-in without undo, 2.2-2.5 to
+         * 2.0-2.2 with. */
         int64_t next = TK__RUN < n - at - w ? TK__RUN : n - at - w;
         for (int i = 0; i < e->n; i++) {
             in[i] = (const float *)tk__in_at(e, i, 0, at);

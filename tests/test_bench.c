@@ -255,8 +255,10 @@ static int stamp_sync(void *u)
 
 /* A sample holds its own entry's run and sync, and nothing of the entry
  * sampled before it: interleaved with a 2 ms entry, each sample of a
- * no-op entry lies between the 2 ms entry's sync and its next run. */
-Test(bench, a_sample_covers_its_own_callbacks_only)
+ * no-op entry lies between the 2 ms entry's sync and its next run.  And
+ * the samples tile the sampling: together they cover everything from the
+ * first sampled run to the last sampled sync. */
+Test(bench, samples_hold_their_own_callbacks_and_tile_the_sampling)
 {
     tk_device *host;
     tk_bench *b = host_bench(&host);
@@ -270,7 +272,13 @@ Test(bench, a_sample_covers_its_own_callbacks_only)
     double ms_slow[REPEATS], ms_quick[REPEATS];
     cr_assert_eq(tk_bench_samples(b, 0, ms_slow, REPEATS), REPEATS);
     cr_assert_eq(tk_bench_samples(b, 1, ms_quick, REPEATS), REPEATS);
-    const double eps = 1e-6;   /* ms: the rounding of two subtractions */
+    const double eps = 1e-6;   /* ms: the rounding of the subtractions and sums */
+    double total = 0.0;
+    for (int k = 0; k < REPEATS; k++)
+        total += ms_slow[k] + ms_quick[k];
+    cr_assert_geq(total + eps, (quick.end[REPEATS] - slow.start[1]) * 1e3,
+                  "the samples leave gaps: %g ms of %g", total,
+                  (quick.end[REPEATS] - slow.start[1]) * 1e3);
     for (int k = 0; k < REPEATS; k++) {
         int i = k + 1;   /* after the warm-up */
         cr_assert_geq(ms_slow[k] + eps, (slow.end[i] - slow.start[i]) * 1e3, "sample %d", k);

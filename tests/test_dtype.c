@@ -545,9 +545,12 @@ Test(small, streamed_bulk_equals_pieces)
 {
     enum { PIECE = 4096, GUARD = 64 };
     const size_t n = ((size_t)1 << 23) + 37;   /* 8 Mi codes of one byte, and a tail */
+    /* Line-aligned buffers, so that offset 0 starts a line. */
+    const size_t d_bytes = 2 * n + GUARD + 64 - (2 * n + GUARD) % 64,
+                 back_bytes = 4 * (n + GUARD) + 64 - 4 * (n + GUARD) % 64;
     uint32_t *x = malloc(n * sizeof *x);
-    float *back = malloc((n + GUARD) * sizeof *back), *want_back = malloc(n * sizeof *back);
-    unsigned char *d = malloc(2 * n + GUARD), *want = malloc(2 * n);
+    float *back = aligned_alloc(64, back_bytes), *want_back = malloc(n * sizeof *back);
+    unsigned char *d = aligned_alloc(64, d_bytes), *want = malloc(2 * n);
     cr_assert(x && back && want_back && d && want);
     uint64_t seed = 41;
     for (size_t i = 0; i < n; i++)
@@ -561,27 +564,27 @@ Test(small, streamed_bulk_equals_pieces)
             tk_dtype_from_f32_n(dt, want + i * es, src + i, n - i < PIECE ? n - i : PIECE);
         for (size_t i = 0; i < n; i += PIECE)
             tk_dtype_to_f32_n(dt, want_back + i, want + i * es, n - i < PIECE ? n - i : PIECE);
-        for (size_t off = 0; off < 2; off++) {   /* 0 and one element off the line */
-            unsigned char *dd = d + off * es;
-            float *bb = back + off;
-            memset(d, 0xA5, 2 * n + GUARD);
-            memset(back, 0xA5, (n + GUARD) * sizeof *back);
-            tkt_expect_status(tk_dtype_from_f32_n(dt, dd, src, n), TK_OK);
-            tkt_expect_status(tk_dtype_to_f32_n(dt, bb, want, n), TK_OK);
+        for (size_t off = 0; off < 2; off++) {   /* on a line, and one element off it */
+            memset(d, 0xA5, d_bytes);
+            memset(back, 0xA5, back_bytes);
+            tkt_expect_status(tk_dtype_from_f32_n(dt, d + off * es, src, n), TK_OK);
+            tkt_expect_status(tk_dtype_to_f32_n(dt, back + off, want, n), TK_OK);
             size_t bad = n;
             for (size_t i = 0; i < n * es && bad == n; i++)
-                if (dd[i] != want[i])
+                if (d[off * es + i] != want[i])
                     bad = i / es;
             cr_assert_eq(bad, n, "%s narrowing at offset %zu: element %zu of f32 0x%08x",
                          tk_dtype_name(dt), off, bad, bad < n ? x[bad] : 0u);
-            cr_assert_eq(memcmp(bb, want_back, n * sizeof *back), 0, "%s widening at offset %zu",
-                         tk_dtype_name(dt), off);
-            for (size_t i = off * es + n * es; i < 2 * n + GUARD && i < (off + 1) * es + n * es + GUARD; i++)
-                cr_assert_eq(d[i], 0xA5, "%s narrowing wrote byte %zu past the end",
-                             tk_dtype_name(dt), i - off * es - n * es);
-            for (size_t i = off + n; i < n + GUARD; i++)
-                cr_assert_eq(tkt_bits(back[i]), 0xA5A5A5A5u, "%s widening wrote past the end",
-                             tk_dtype_name(dt));
+            cr_assert_eq(memcmp(back + off, want_back, n * sizeof *back), 0,
+                         "%s widening at offset %zu", tk_dtype_name(dt), off);
+            /* Nothing outside the destinations changed, before or after. */
+            size_t outside = 0;
+            for (size_t i = 0; i < d_bytes; i++)
+                outside += (i < off * es || i >= (off + n) * es) && d[i] != 0xA5;
+            for (size_t i = 0; i < back_bytes / 4; i++)
+                outside += (i < off || i >= off + n) && tkt_bits(back[i]) != 0xA5A5A5A5u;
+            cr_assert_eq(outside, 0, "%s at offset %zu: %zu elements written outside",
+                         tk_dtype_name(dt), off, outside);
         }
     }
     free(x);
