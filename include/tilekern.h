@@ -412,6 +412,13 @@ typedef int (*tk_index_map_fn)(void *user, const int64_t *grid, int rank,
 
 TK_API int tk_call_create(tk_call **out, int rank, const int64_t *grid,
                           tk_call_body_fn body, void *user);
+/* The call of tk_kernel_run(k, t, ...) on matrices of `dtype` (since 0.6):
+ * t's grid, the kernel's inputs and one output, all of t's shape and
+ * blocks, identity maps, the kernel's body.  With zero padding (the
+ * default) tk_call_run runs it as tk_kernel_run does, threads included.
+ * It copies t; k must outlive it.  Not for TK_TAIL_SHIFT_INWARDS. */
+TK_API int tk_call_create_kernel(tk_call **out, const tk_kernel *k, const tk_tiling *t,
+                                 int dtype);
 TK_API void tk_call_destroy(tk_call *c);
 /* map: 2 x (rank + 1) row-major, block_row = map[0..rank-1] . grid +
  * map[rank], block_col likewise from the second row; NULL is the identity

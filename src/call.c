@@ -59,6 +59,55 @@ int tk_call_create(tk_call **out, int rank, const int64_t *grid, tk_call_body_fn
     return TK_OK;
 }
 
+/* The body of a call of a kernel: the kernel's body on a step's blocks.
+ * They share one leading dimension: such a call promotes every input
+ * block (tk__call_execute), and a pipeline's slots are whole blocks. */
+static int tk__kernel_block(void *user, tk_block *const *b, int n)
+{
+    const tk_kernel *k = ((const tk_call *)user)->kernel;
+    const float *in[TK_KERNEL_MAX_INPUTS];
+    for (int i = 0; i < n - 1; i++)
+        in[i] = b[i]->data;
+    return tk__body(k, b[n - 1]->rows, b[n - 1]->cols, b[n - 1]->ld, in, b[n - 1]->data);
+}
+
+int tk_call_create_kernel(tk_call **out, const tk_kernel *k, const tk_tiling *t, int dtype)
+{
+    if (!out)
+        return tk__fail(TK_EINVAL, "tk_call_create_kernel: out is NULL");
+    *out = NULL;
+    if (!k || !t)
+        return tk__fail(TK_EINVAL, "tk_call_create_kernel: %s is NULL", !k ? "kernel" : "tiling");
+    if (k->reduce)
+        return tk__fail(TK_EINVAL, "tk_call_create_kernel: a %s contract has no body to run; "
+                        "write its kernel as a tk_call of its own",
+                        k->reduce == TK__REDUCE_MATMUL ? "matmul" : "row-sum");
+    if (t->tail == TK_TAIL_SHIFT_INWARDS)
+        return tk__fail(TK_ELAYOUT, "tk_call_create_kernel: shift-inwards moves edge blocks "
+                        "off multiples of the block shape, which no index map expresses; use "
+                        "TK_TAIL_MASK or TK_TAIL_PAD");
+    if (!tk__is_float_dtype(dtype))
+        return tk__fail(TK_EDTYPE, "tk_call_create_kernel: dtype %d is not " TK__FLOAT_DTYPES,
+                        dtype);
+    tk_call *c;
+    int64_t grid[2] = {t->grid_rows, t->grid_cols};
+    int rc = tk_call_create(&c, 2, grid, tk__kernel_block, NULL);
+    for (int i = 0; i <= k->n_inputs && !rc; i++) {
+        int index = (i < k->n_inputs ? tk_call_add_input : tk_call_add_output)(
+            c, dtype, t->rows, t->cols, t->block_rows, t->block_cols, NULL);
+        rc = index < 0 ? index : TK_OK;
+    }
+    if (rc) {
+        tk_call_destroy(c);
+        return tk__call_as(rc, "tk_call_create_kernel");
+    }
+    c->user = c;
+    c->kernel = k;
+    c->tiling = *t;
+    *out = c;
+    return TK_OK;
+}
+
 /* A call whose body or index maps are running refuses runs and changes
  * (TK_ESTATE): a change would resize or rewrite what the run is using. */
 static int tk__not_running(const char *fn, const void *h)
@@ -96,6 +145,8 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
         return tk__fail(TK_EINVAL, "%s: call is NULL", fn);
     if (c->running)
         return tk__not_running(fn, c);
+    if (c->kernel)
+        return tk__fail(TK_ESTATE, "%s: a call of a kernel has its kernel's operands", fn);
     int *n = kind == TK_CALL_INPUT ? &c->n_in : &c->n_out;
     if (*n == TK_CALL_MAX_OPERANDS)
         return tk__fail(TK_ERANGE, "%s: a call takes at most %d %ss", fn,
@@ -148,6 +199,9 @@ int tk_call_set_map(tk_call *c, int kind, int index, tk_index_map_fn fn, void *u
         return tk__fail(TK_EINVAL, "tk_call_set_map: %s is NULL", !c ? "call" : "fn");
     if (c->running)
         return tk__not_running("tk_call_set_map", c);
+    if (c->kernel)
+        return tk__fail(TK_ESTATE, "tk_call_set_map: a call of a kernel maps every operand "
+                        "by the identity");
     if (kind != TK_CALL_INPUT && kind != TK_CALL_OUTPUT)
         return tk__fail(TK_EINVAL, "tk_call_set_map: kind %d is not TK_CALL_INPUT or "
                         "TK_CALL_OUTPUT", kind);
@@ -856,12 +910,11 @@ static bool tk__aliased(const tk_matrix *m, int n, tk_matrix *const *outputs)
 
 int tk__call_as(int rc, const char *fn)
 {
-    const char *msg = tk_last_error_message();
-    size_t n = strlen("tk_call_run:");
-    if (rc == TK_OK || strncmp(msg, "tk_call_run:", n) != 0)
+    const char *msg = tk_last_error_message(), *colon = strchr(msg, ':');
+    if (rc == TK_OK || strncmp(msg, "tk_call_", strlen("tk_call_")) != 0 || !colon)
         return rc;
     char rest[1024];
-    snprintf(rest, sizeof rest, "%s", msg + n);
+    snprintf(rest, sizeof rest, "%s", colon + 1);
     return tk__fail(rc, "%s:%s", fn, rest);
 }
 
@@ -894,7 +947,7 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
     bool aliased = false;
     for (int i = 0; i < c->n_in; i++) {
         bool over = tk__aliased(inputs[i], c->n_out, outputs);
-        run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 && !over;
+        run.direct[i] = c->in[i].dtype == TK_DTYPE_F32 && !over && !c->kernel;
         aliased |= over;
     }
     size_t out_bytes = 0;
@@ -911,11 +964,48 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
     return rc;
 }
 
+/* A call of a kernel with zero fill is tk_kernel_run on its tiling, run
+ * by the kernel's executor (its fused passes and threads): the same bits
+ * as the steps below, which the tests compare, and the same statistics,
+ * since every step copies in one new block of each operand. */
+static int tk__kernel_call(tk_call *c, const tk_matrix *const *inputs, tk_matrix *output,
+                           bool aliased)
+{
+    tk__runner by = {"tk_call_run", "TK_CALL_UNDO", c->undo};
+    c->running = true;  /* the body runs */
+    int rc = tk__kernel_exec(&by, c->kernel, &c->tiling, inputs, output, aliased);
+    c->running = false;
+    if (rc)
+        return rc;
+    int64_t bytes = c->out[0].rows * c->out[0].cols * tk__esize(c->out[0].dtype);
+    c->copies_in = c->steps * c->n_in;
+    c->copies_skipped = 0;
+    c->copies_out = c->steps;
+    c->bytes_in = bytes * c->n_in;
+    c->bytes_out = bytes;
+    c->ran = true;
+    return TK_OK;
+}
+
 /* Validate, plan and run with the given fill for past-edge input reads. */
 static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
                     int n_outputs, tk_matrix *const *outputs, float fill)
 {
-    const tk__plan *p;
+    if (c->kernel) {   /* the operands tk_kernel_run accepts, in its checks */
+        bool aliased;
+        int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
+        if (!rc)
+            rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
+                                    (const tk_matrix *const *)outputs);
+        if (!rc)
+            rc = tk__not_running("tk_call_run", c);
+        if (!rc)
+            rc = tk__kernel_validate("tk_call_run", c->kernel, &c->tiling, inputs, outputs[0],
+                                     &aliased);
+        if (rc || fill == 0.0f)
+            return rc ? rc : tk__kernel_call(c, inputs, outputs[0], aliased);
+    }
+    const tk__plan *p = NULL;
     int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &p);
     return rc ? rc : tk__call_execute(c, p, inputs, outputs, fill);
 }

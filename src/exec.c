@@ -64,6 +64,7 @@ typedef struct {
 } tk__rect;
 
 typedef struct {
+    const tk__runner *by;
     const tk_kernel *k;
     int dtype, n;
     int64_t rows, cols, br, bc;
@@ -74,7 +75,7 @@ typedef struct {
     int64_t out_ld;
     bool direct;         /* f32 with one shared stride: bodies run on the matrices */
     unsigned char *undo; /* old output, dense rows x cols; NULL when none is kept */
-    bool partial;        /* TK_KERNEL_UNDO 0: a failure may leave output written */
+    bool partial;        /* undo off: a failure may leave output written */
     bool stream_out;     /* custom elementwise results go out by streaming stores */
     float *scratch;      /* staging areas of `area` floats: one per input, and
                           * one for the result */
@@ -274,10 +275,11 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g, bool stream)
 /* Kept out of tk__call so the call made for every tile stays small. */
 static int tk__call_failed(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int rc)
 {
-    return tk__fail(TK_ECALLBACK, "tk_kernel_run: kernel body returned %d on a %lldx%lld "
-                    "region at row %lld, col %lld; the output is %s", rc, (long long)h,
+    return tk__fail(TK_ECALLBACK, "%s: kernel body returned %d on a %lldx%lld region at "
+                    "row %lld, col %lld; the output is %s%s%s", e->by->fn, rc, (long long)h,
                     (long long)w, (long long)(e->row0 + g.r), (long long)g.c,
-                    e->partial ? "may be partly written (TK_KERNEL_UNDO is 0)" : "unchanged");
+                    e->partial ? "may be partly written (" : "unchanged",
+                    e->partial ? e->by->undo_param : "", e->partial ? " is 0)" : "");
 }
 
 static inline int tk__call(const tk__exec *e, tk__rect g, int64_t h, int64_t w,
@@ -520,10 +522,11 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
     return TK_OK;
 }
 
-static void tk__exec_init(tk__exec *e, const tk_kernel *k, const tk_tiling *t,
-                          const tk_matrix *const *in, const tk_matrix *out, bool aliased)
+static void tk__exec_init(tk__exec *e, const tk__runner *by, const tk_kernel *k,
+                          const tk_tiling *t, const tk_matrix *const *in,
+                          const tk_matrix *out, bool aliased)
 {
-    *e = (tk__exec){.k = k, .dtype = out->dtype, .n = k->n_inputs, .rows = out->rows,
+    *e = (tk__exec){.by = by, .k = k, .dtype = out->dtype, .n = k->n_inputs, .rows = out->rows,
                     .cols = out->cols, .br = t->block_rows, .bc = t->block_cols,
                     .esize = (size_t)tk__esize(out->dtype), .out = out->data,
                     .out_ld = out->stride};
@@ -559,8 +562,8 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
     if (rc)
         return rc;
     if (!(e->scratch = malloc(bytes)))
-        return tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of "
-                        "staging", bytes);
+        return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of staging",
+                        e->by->fn, bytes);
     return TK_OK;
 }
 
@@ -697,8 +700,8 @@ static int tk__dispatch_threads(const tk__exec *e, int tail)
 /* TK_TAIL_PAD: the seed's wrapper.  Zero-padded copies of every input and a
  * padded output; the body runs on them with no edge tiles; the output is
  * cropped once every body call has succeeded, so no undo is needed. */
-int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                    tk_matrix *output, void *work)
+int tk__exec_padded(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                    const tk_matrix *const *inputs, tk_matrix *output, void *work)
 {
     /* The padded inputs and output side by side in work, zeroed around the
      * inputs' data and wholly for the output on every run, as fresh
@@ -724,7 +727,7 @@ int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *con
         pp[i] = m;
     }
     tk__exec e;
-    tk__exec_init(&e, k, t, pp, &pout, false);
+    tk__exec_init(&e, by, k, t, pp, &pout, false);
     int rc = tk__dispatch_threads(&e, TK_TAIL_PAD);
     return rc ? rc : tk_crop(t, &pout, output);
 }
@@ -735,16 +738,17 @@ void tk__kernel_axpy_run(const tk_kernel *k, const tk_matrix *const *inputs,
     tk_tiling t = {.rows = output->rows, .cols = output->cols, .block_rows = output->rows,
                    .block_cols = output->cols, .tail = TK_TAIL_MASK};
     tk__exec e;
-    tk__exec_init(&e, k, &t, inputs, output, false);
+    static const tk__runner by = {"tk_kernel_run", "TK_KERNEL_UNDO", false};  /* never fails */
+    tk__exec_init(&e, &by, k, &t, inputs, output, false);
     tk__dispatch_threads(&e, TK_TAIL_MASK);
 }
 
-int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                 tk_matrix *output, bool aliased, void *undo)
+int tk__exec_run(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                 const tk_matrix *const *inputs, tk_matrix *output, bool aliased, void *undo)
 {
     tk__exec e;
-    tk__exec_init(&e, k, t, inputs, output, aliased);
+    tk__exec_init(&e, by, k, t, inputs, output, aliased);
     e.undo = undo;
-    e.partial = !k->is_axpy && !k->undo;
+    e.partial = !k->is_axpy && !by->undo;
     return tk__dispatch_threads(&e, t->tail);
 }

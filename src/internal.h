@@ -370,6 +370,18 @@ int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,
                         const tk_matrix *const *inputs, const tk_matrix *output,
                         bool *aliased);
 
+/* Who runs a kernel: the function its messages name, and whether a failing
+ * custom body leaves the output as it was, with that setting's name
+ * (tk_kernel_run: TK_KERNEL_UNDO; a call of a kernel: TK_CALL_UNDO). */
+typedef struct {
+    const char *fn, *undo_param;
+    bool undo;
+} tk__runner;
+
+/* tk_kernel_run after validation, for `by`. */
+int tk__kernel_exec(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                    const tk_matrix *const *inputs, tk_matrix *output, bool aliased);
+
 /* ---- the built-in axpy (axpy.c) and the host executor (exec.c) ---------- */
 
 #define TK__LINE 16   /* f32 elements per 64-byte cache line */
@@ -387,10 +399,10 @@ void tk__axpy_row(const struct tk__axpy *p, int dtype, void *o, const void *x, c
  * the inputs and output in `work` ((inputs + 1) padded planes), the other
  * tails on the matrices with `undo` (an output-sized buffer, or NULL for
  * none) saving what a custom body overwrites. */
-int tk__exec_padded(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                    tk_matrix *output, void *work);
-int tk__exec_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const *inputs,
-                 tk_matrix *output, bool aliased, void *undo);
+int tk__exec_padded(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                    const tk_matrix *const *inputs, tk_matrix *output, void *work);
+int tk__exec_run(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                 const tk_matrix *const *inputs, tk_matrix *output, bool aliased, void *undo);
 /* fn on each of n <= TK_KERNEL_MAX_THREADS items (item i at items + i *
  * size): items 1.. on threads of their own, item 0 (and any whose thread
  * could not start) on the calling one; returns when all are done. */
@@ -418,6 +430,17 @@ int tk__out_open(tk__out *o, const char *fn, const char *path);
 int tk__out_commit(tk__out *o, const char *fn, const char *path);
 void tk__out_abort(tk__out *o);
 
+/* ---- tiling (tiling.c) ----------------------------------------------- */
+
+/* Every derived size is computed and overflow-checked once at creation. */
+struct tk_tiling {
+    int64_t rows, cols;              /* logical shape */
+    int64_t block_rows, block_cols;
+    int64_t grid_rows, grid_cols, tiles;
+    int64_t padded_rows, padded_cols, padded_elements;
+    int tail;                        /* a TK_TAIL_* value */
+};
+
 /* ---- the general call (call.c), which pipeline.c also simulates ---------- */
 
 typedef struct tk__spec {
@@ -442,6 +465,10 @@ struct tk_call {
     int semantics[TK_CALL_MAX_RANK];
     tk_call_body_fn body;
     void *user;
+    /* A call of a kernel (tk_call_create_kernel): its kernel, or NULL, and a
+     * copy of its tiling as it was then. */
+    const tk_kernel *kernel;
+    tk_tiling tiling;
     int n_in, n_out;
     tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
     int pad;                   /* a TK_PAD_* value */
@@ -491,19 +518,9 @@ void tk__call_copy_in(const tk_call *c, int i, const tk_matrix *m, const int64_t
                       float *dst, float fill);
 void tk__call_cast_out(const tk_call *c, int j, const float *src, const int64_t *b,
                        unsigned char *image);
-/* rc, with the message of a failed tk__call_* call renamed to fn's. */
+/* rc, with the message of a failed tk_call_* or tk__call_* call (which
+ * names a tk_call_ function) renamed to fn's. */
 int tk__call_as(int rc, const char *fn);
-
-/* ---- tiling (tiling.c) ----------------------------------------------- */
-
-/* Every derived size is computed and overflow-checked once at creation. */
-struct tk_tiling {
-    int64_t rows, cols;              /* logical shape */
-    int64_t block_rows, block_cols;
-    int64_t grid_rows, grid_cols, tiles;
-    int64_t padded_rows, padded_cols, padded_elements;
-    int tail;                        /* a TK_TAIL_* value */
-};
 
 /* ---- run-time dispatch (isa.c) ------------------------------------------- */
 

@@ -274,10 +274,18 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     int rc = tk__kernel_validate("tk_kernel_run", k, t, inputs, output, &aliased);
     if (rc)
         return rc;
+    tk__runner by = {"tk_kernel_run", "TK_KERNEL_UNDO", k->undo};
+    return tk__kernel_exec(&by, k, t, inputs, output, aliased);
+}
+
+int tk__kernel_exec(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
+                    const tk_matrix *const *inputs, tk_matrix *output, bool aliased)
+{
+    int rc;
     bool pad = t->tail == TK_TAIL_PAD;
-    if (!pad && (k->is_axpy || !k->undo)) {  /* the built-in body never fails */
+    if (!pad && (k->is_axpy || !by->undo)) {  /* the built-in body never fails */
         tk__kernel_hold(k, 1);
-        rc = tk__exec_run(k, t, inputs, output, aliased, NULL);
+        rc = tk__exec_run(by, k, t, inputs, output, aliased, NULL);
         tk__kernel_hold(k, -1);
         return rc;
     }
@@ -288,7 +296,7 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
     int64_t es = tk__esize(output->dtype);
     if ((rc = pad ? tk__bytes(k->n_inputs + 1, t->padded_elements, es, &bytes)
                   : tk__bytes(output->rows, output->cols, es, &bytes)))
-        return tk__fail(rc, "tk_kernel_run: %s of %lldx%lld %s overflows",
+        return tk__fail(rc, "%s: %s of %lldx%lld %s overflows", by->fn,
                         pad ? "the padded copies" : "the undo copy",
                         (long long)(pad ? t->padded_rows : output->rows),
                         (long long)(pad ? t->padded_cols : output->cols),
@@ -299,12 +307,12 @@ int tk_kernel_run(const tk_kernel *k, const tk_tiling *t, const tk_matrix *const
         tk__keep(&b->work, &b->work_bytes, bytes);
     void *work = cached ? b->work : malloc(bytes);
     if (!work)
-        rc = tk__fail(TK_ENOMEM, "tk_kernel_run: out of memory for %zu bytes of %s", bytes,
+        rc = tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of %s", by->fn, bytes,
                       pad ? "padded copies" : "undo");
     else {
         tk__kernel_hold(k, 1);
-        rc = pad ? tk__exec_padded(k, t, inputs, output, work)
-                 : tk__exec_run(k, t, inputs, output, aliased, work);
+        rc = pad ? tk__exec_padded(by, k, t, inputs, output, work)
+                 : tk__exec_run(by, k, t, inputs, output, aliased, work);
         tk__kernel_hold(k, -1);
     }
     if (cached)

@@ -807,33 +807,14 @@ static int tk__simulate(tk_pipeline *p, const tk__flow *f)
                     operand, f->n_out == 1 ? "output is" : "outputs are");
 }
 
-/* The kernel's body on a call's block views, every one a slot of the
- * tiling's block shape. */
-static int tk__kernel_block(void *user, tk_block *const *b, int n)
-{
-    const tk_kernel *k = ((const tk_pipeline *)user)->k;
-    const float *in[TK_KERNEL_MAX_INPUTS];
-    for (int i = 0; i < n - 1; i++)
-        in[i] = b[i]->data;
-    return tk__body(k, b[n - 1]->rows, b[n - 1]->cols, b[n - 1]->ld, in, b[n - 1]->data);
-}
-
-/* A kernel's schedule f run slot by slot as the call of its tiling: a grid
- * of its tiles, identity maps, every operand of the output's dtype and
- * the tiling's blocks, zero past the edge, the kernel's body. */
+/* A kernel's schedule f run slot by slot as the call of its tiling
+ * (tk_call_create_kernel), zero past the edge. */
 static int tk__kernel_call(tk_pipeline *p, const tk_matrix *const *inputs, tk_matrix *output,
                            const tk__flow *f)
 {
-    const tk_tiling *t = p->t;
-    int64_t grid[2] = {t->grid_rows, t->grid_cols};
     tk_call *c;
     const tk__plan *plan;
-    int rc = tk_call_create(&c, 2, grid, tk__kernel_block, p);
-    for (int i = 0; i <= f->n_in && !rc; i++) {
-        int index = (i < f->n_in ? tk_call_add_input : tk_call_add_output)(
-            c, output->dtype, t->rows, t->cols, t->block_rows, t->block_cols, NULL);
-        rc = index < 0 ? index : TK_OK;
-    }
+    int rc = tk_call_create_kernel(&c, p->k, p->t, output->dtype);
     if (!rc)
         rc = tk__call_plan(c, f->n_in, inputs, 1, &output, &plan);
     if (!rc)

@@ -468,6 +468,235 @@ Test(call, a_blockwise_kernel_is_the_identity_mapped_call_of_its_tiles)
     free(x);
 }
 
+/* ---- the call of a kernel (tk_call_create_kernel) ------------------------------ */
+
+/* out = x * x - y, elementwise. */
+static int square_minus(void *user, int64_t rows, int64_t cols, int64_t ld,
+                        const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            out[r * ld + c] = in[0][r * ld + c] * in[0][r * ld + c] - in[1][r * ld + c];
+    return 0;
+}
+
+enum { AXPY, CUSTOM, BLOCKWISE };
+struct kcall_case { int kind, tail, threads; int64_t R, C; };
+
+ParameterizedTestParameters(call, the_call_of_a_kernel_is_tk_kernel_run)
+{
+    /* 1500 x 2900: outputs of 8 MiB and more, which the runs stream. */
+    static struct kcall_case cases[] = {
+        {AXPY, TK_TAIL_MASK, 1, 20, 300},       {AXPY, TK_TAIL_PAD, 1, 20, 300},
+        {AXPY, TK_TAIL_MASK, 2, 1500, 2900},    {CUSTOM, TK_TAIL_MASK, 1, 20, 300},
+        {CUSTOM, TK_TAIL_PAD, 1, 20, 300},      {CUSTOM, TK_TAIL_MASK, 1, 1500, 2900},
+        {BLOCKWISE, TK_TAIL_MASK, 1, 20, 300},  {BLOCKWISE, TK_TAIL_PAD, 1, 20, 300},
+        {BLOCKWISE, TK_TAIL_MASK, 1, 16, 256}};
+    return cr_make_param_array(struct kcall_case, cases, sizeof cases / sizeof *cases);
+}
+
+/* Its run is tk_kernel_run's, bits and tails; its statistics are those of
+ * the steps run one by one (NaN fill, which an elementwise body never
+ * sees); its pipeline computes the same bits; and the padding check finds
+ * exactly the elements a blockwise body sums padding into: the last block
+ * column's (300 = 2 x 128 + 44), none without tails. */
+ParameterizedTest(struct kcall_case *p, call, the_call_of_a_kernel_is_tk_kernel_run)
+{
+    int64_t R = p->R, C = p->C;
+    size_t n = (size_t)(R * C);
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    tkt_fill(x, n, 31);
+    tkt_fill(y, n, 32);
+    tk_kernel *k;
+    int n_in = p->kind == BLOCKWISE ? 1 : 2;
+    if (p->kind == AXPY)
+        tkt_expect_status(tk_kernel_axpy(&k, 3.0f), TK_OK);
+    else
+        tkt_expect_status(tk_kernel_custom(&k, n_in, p->kind == CUSTOM ? square_minus
+                                                                      : row_sums_kernel,
+                                           NULL), TK_OK);
+    if (p->kind == BLOCKWISE)
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, p->threads), TK_OK);
+    tk_device *d;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    for (int dtype = TK_DTYPE_F32; dtype <= TK_DTYPE_BF16; dtype++) {
+        size_t bytes = n * (size_t)tk_dtype_size(dtype);
+        tk_matrix *in[2] = {from(dtype, R, C, x), from(dtype, R, C, y)};
+        tk_matrix *want = blank(dtype, R, C), *got = blank(dtype, R, C),
+                  *steps = blank(dtype, R, C);
+        tk_tiling *t;
+        tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+        tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, p->tail), TK_OK);
+        tkt_expect_status(tk_kernel_run(k, t, (const tk_matrix *const *)in, want), TK_OK);
+        tk_call *c;
+        tkt_expect_status(tk_call_create_kernel(&c, k, t, dtype), TK_OK);
+        /* The call copied the tiling: a later change is not its. */
+        tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, TK_TAIL_SHIFT_INWARDS), TK_OK);
+        tkt_expect_status(tk_call_run(c, n_in, (const tk_matrix *const *)in, 1, &got), TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(got), tk_matrix_data(want), bytes), "%s",
+                  tk_dtype_name(dtype));
+        double fast[6];
+        for (int s = 0; s < 6; s++)
+            fast[s] = stat(c, TK_STAT_STEPS + s);
+        cr_assert_eq(fast[0], (double)(((R + 7) / 8) * ((C + 127) / 128)));
+        if (p->kind != BLOCKWISE) {
+            tkt_expect_status(tk_call_set(c, TK_CALL_PAD, TK_PAD_NAN), TK_OK);
+            tkt_expect_status(tk_call_run(c, n_in, (const tk_matrix *const *)in, 1, &steps),
+                              TK_OK);
+            cr_assert(!memcmp(tk_matrix_data(steps), tk_matrix_data(want), bytes));
+            for (int s = 0; s < 6; s++)
+                cr_assert_eq(stat(c, TK_STAT_STEPS + s), fast[s], "statistic %d", s);
+            tkt_expect_status(tk_call_set(c, TK_CALL_PAD, TK_PAD_ZERO), TK_OK);
+        }
+        if (R * C < 100000) {   /* the schedule's slots: small shapes only */
+            tk_pipeline *pl;
+            tk_matrix *sim = blank(dtype, R, C);
+            tkt_expect_status(tk_pipeline_create_call(&pl, c, d), TK_OK);
+            tkt_expect_status(tk_pipeline_run_call(pl, n_in, (const tk_matrix *const *)in, 1,
+                                                   &sim), TK_OK);
+            cr_assert(!memcmp(tk_matrix_data(sim), tk_matrix_data(want), bytes));
+            tk_pipeline_destroy(pl);
+            tk_matrix_destroy(sim);
+            int64_t changed = -1;
+            int64_t tail = p->kind == BLOCKWISE ? R * (C % 128) : 0;
+            tkt_expect_status(tk_call_check_padding(c, n_in, (const tk_matrix *const *)in,
+                                                    &changed),
+                              tail ? TK_EMISMATCH : TK_OK);
+            cr_assert_eq(changed, tail);
+        }
+        tk_call_destroy(c);
+        tk_tiling_destroy(t);
+        tk_matrix_destroy(in[0]);
+        tk_matrix_destroy(in[1]);
+        tk_matrix_destroy(want);
+        tk_matrix_destroy(got);
+        tk_matrix_destroy(steps);
+    }
+    tk_device_destroy(d);
+    tk_kernel_destroy(k);
+    free(x);
+    free(y);
+}
+
+/* Fails on its third body call; user: the call count. */
+static int third_fails(void *user, int64_t rows, int64_t cols, int64_t ld,
+                       const float *const *in, float *out)
+{
+    if (++*(int *)user == 3)
+        return 9;
+    return square_minus(NULL, rows, cols, ld, in, out);
+}
+
+/* A failing body: the call's TK_CALL_UNDO decides (not the kernel's), and
+ * the message names tk_call_run. */
+Test(call, a_call_of_a_kernel_undoes_by_its_own_setting)
+{
+    int64_t R = 40, C = 300;
+    float *x = ints(R * C, 41);
+    int calls = 0;
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 2, third_fails, &calls), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_UNDO, 0), TK_OK);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, R, C, x), from(TK_DTYPE_F32, R, C, x)};
+    tk_matrix *out = blank(TK_DTYPE_F32, R, C), *old = blank(TK_DTYPE_F32, R, C);
+    tk_tiling *t;
+    tk_call *c;
+    tkt_expect_status(tk_tiling_create(&t, R, C, 8, 128), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(&c, k, t, TK_DTYPE_F32), TK_OK);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_ECALLBACK);
+    cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(old), (size_t)(R * C) * 4));
+    cr_assert(!strncmp(tk_last_error_message(), "tk_call_run: kernel body returned 9", 35),
+              "%s", tk_last_error_message());
+    cr_assert(strstr(tk_last_error_message(), "the output is unchanged"), "%s",
+              tk_last_error_message());
+    calls = 0;
+    tkt_expect_status(tk_call_set(c, TK_CALL_UNDO, 0), TK_OK);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_ECALLBACK);
+    cr_assert(strstr(tk_last_error_message(), "may be partly written (TK_CALL_UNDO is 0)"),
+              "%s", tk_last_error_message());
+    tk_call_destroy(c);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(old);
+    tk_kernel_destroy(k);
+    free(x);
+}
+
+static int same_block(void *user, const int64_t *g, int rank, int64_t *br, int64_t *bc)
+{
+    (void)user, (void)rank;
+    *br = g[0], *bc = g[1];
+    return 0;
+}
+
+/* user: the call and the status of running it again from the body. */
+struct again { tk_call *c; const tk_matrix *const *in; tk_matrix *out; int rc; };
+
+static int runs_its_call(void *user, int64_t rows, int64_t cols, int64_t ld,
+                         const float *const *in, float *out)
+{
+    struct again *a = user;
+    a->rc = tk_call_run(a->c, 2, a->in, 1, &a->out);
+    return square_minus(NULL, rows, cols, ld, in, out);
+}
+
+Test(call, refusals_of_the_call_of_a_kernel)
+{
+    tk_kernel *k, *mm;
+    tk_tiling *t;
+    tk_call *c = (tk_call *)1;
+    struct again a = {0};
+    tkt_expect_status(tk_kernel_custom(&k, 2, runs_its_call, &a), TK_OK);
+    tkt_expect_status(tk_kernel_matmul(&mm), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, 20, 300, 8, 128), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(NULL, k, t, TK_DTYPE_F32), TK_EINVAL);
+    tkt_expect_status(tk_call_create_kernel(&c, NULL, t, TK_DTYPE_F32), TK_EINVAL);
+    cr_assert_null(c);
+    cr_assert(strstr(tk_last_error_message(), "kernel is NULL"));
+    tkt_expect_status(tk_call_create_kernel(&c, mm, t, TK_DTYPE_F32), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "matmul"));
+    tkt_expect_status(tk_call_create_kernel(&c, k, t, 77), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "dtype 77"));
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, TK_TAIL_SHIFT_INWARDS), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(&c, k, t, TK_DTYPE_F32), TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "shift-inwards"));
+    cr_assert_null(c);
+    tkt_expect_status(tk_tiling_set(t, TK_TILING_TAIL, TK_TAIL_MASK), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(&c, k, t, TK_DTYPE_F32), TK_OK);
+    /* Its operands and maps are the kernel's. */
+    tkt_expect_status(tk_call_add_input(c, TK_DTYPE_F32, 20, 300, 8, 128, NULL), TK_ESTATE);
+    tkt_expect_status(tk_call_set_map(c, TK_CALL_INPUT, 0, same_block, NULL), TK_ESTATE);
+    /* Operands that tk_kernel_run refuses, in the call's words. */
+    float *x = ints(20 * 300, 5);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, 20, 300, x), from(TK_DTYPE_F32, 20, 300, x)};
+    tk_matrix *out = blank(TK_DTYPE_F32, 20, 300), *bf = blank(TK_DTYPE_BF16, 20, 300), *part;
+    tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)in, 1, &out), TK_EINVAL);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &bf), TK_EDTYPE);
+    tkt_expect_status(tk_matrix_wrap(&part, TK_DTYPE_F32, 20, 300, 300,
+                                     (float *)tk_matrix_data(in[1]) + 1), TK_OK);
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &part), TK_ELAYOUT);
+    cr_assert(!strncmp(tk_last_error_message(), "tk_call_run: the output overlaps input 1",
+                       40), "%s", tk_last_error_message());
+    /* The body cannot run its own call again. */
+    a = (struct again){c, (const tk_matrix *const *)in, out, TK_OK};
+    tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out), TK_OK);
+    cr_assert_eq(a.rc, TK_ESTATE);
+    tk_matrix_destroy(part);
+    tk_call_destroy(c);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(bf);
+    tk_kernel_destroy(k);
+    tk_kernel_destroy(mm);
+    free(x);
+}
+
 /* ---- uninitialized outputs, pad fills, failing bodies ------------------------- */
 
 static int forgets_init(void *user, tk_block *const *b, int n)

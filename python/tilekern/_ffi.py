@@ -337,6 +337,7 @@ FUNCTIONS = [
     ("tk_pipeline_set_buffers", [HANDLE, c_int, c_int, c_int64], STATUS),
     # tk_call
     ("tk_call_create", [OUT, c_int, P(c_int64), CALL_BODY_FN, c_void_p], STATUS),
+    ("tk_call_create_kernel", [OUT, HANDLE, HANDLE, c_int], STATUS),
     ("tk_call_destroy", [HANDLE], None),
     ("tk_call_add_input", [HANDLE, c_int, c_int64, c_int64, c_int64, c_int64, P(c_int64)],
      STATUS),

@@ -105,6 +105,26 @@ class Call(_ffi.Handle):
                                                               "dimension semantics"))
         self.pad = pad
 
+    @classmethod
+    def from_kernel(cls, kernel, tiling, dtype: str = "float32") -> "Call":
+        """The call of ``kernel.run(tiling, ...)`` on dtype operands: the
+        tiling's grid, the kernel's inputs and one output, all of the
+        tiling's shape and blocks, identity maps, the kernel's body.  With
+        zero padding (the default) its run is the kernel's own, threads
+        included; stats, check_padding and Pipeline.from_call treat it as
+        any call.  It keeps the tiling as it is now (the "shift_inwards"
+        tail has no call)."""
+        self = cls.__new__(cls)
+        code = dtype_code(dtype)
+        super(Call, self).__init__(_ffi.new_handle(lib.tk_call_create_kernel, kernel, tiling,
+                                                   code), parents=(kernel,))
+        self._callbacks = []
+        self.grid = (tiling.grid_rows, tiling.grid_cols)
+        spec = BlockSpec((tiling.rows, tiling.cols), (tiling.block_rows, tiling.block_cols),
+                         None, numpy_dtype(code).name)
+        self.in_specs, self.out_specs = [spec] * kernel.n_inputs, [spec]
+        return self
+
     def _add(self, kind, spec):
         spec = BlockSpec(*spec)
         add = lib.tk_call_add_input if kind == _ffi.TK_CALL_INPUT else lib.tk_call_add_output

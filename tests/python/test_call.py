@@ -148,3 +148,39 @@ def test_an_index_map_beyond_int64_is_refused_not_wrapped():
         tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 2))],
                 [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (2**64 + 1, 0))]).run(
             [ints((4, 4), 1)])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_call_of_a_kernel_is_its_run(dtype):
+    # Call.from_kernel: the kernel's bits with tails on both axes, a call's
+    # statistics, the same bits through the pipeline simulator, and a
+    # Python body's exception raised again.
+    R, C = 20, 300
+    rng = np.random.default_rng(5)
+    x, y = (rng.standard_normal((R, C)).astype(np.float32).astype(
+        tk.matrix.numpy_dtype(tk.matrix.dtype_code(dtype))) for _ in range(2))
+    k = tk.Kernel.axpy(3.0)
+    t = tk.Tiling(R, C, 8, 128)
+    want = k.run(t, [x, y])
+    c = tk.Call.from_kernel(k, t, dtype)
+    (got,) = c.run([x, y])
+    assert got.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
+    item = np.dtype(got.dtype).itemsize
+    assert c.stats == {"steps": 9, "copies_in": 18, "copies_out": 9, "copies_skipped": 0,
+                       "bytes_in": 2 * R * C * item, "bytes_out": R * C * item}
+    assert c.check_padding([x, y]) == 0
+    p = tk.Pipeline.from_call(c, tk.Device.simulated("TPU v5 lite"))
+    (sim,) = p.run([x, y])
+    assert sim.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
+
+    def fails(inputs, output):
+        raise KeyError("from the body")
+
+    bad = tk.Call.from_kernel(tk.Kernel.custom(fails, 2), t, dtype)
+    out = np.zeros_like(want)
+    with pytest.raises(KeyError, match="from the body"):
+        bad.run([x, y], [out])
+    assert not out.view(np.uint8).any()
+    with pytest.raises(tk.TilekernError) as info:
+        tk.Call.from_kernel(k, tk.Tiling(R, C, 8, 128, tail="shift_inwards"), dtype)
+    assert info.value.name == "TK_ELAYOUT" and "shift-inwards" in info.value.message
