@@ -8,7 +8,8 @@ strategy) and tk_pipeline_run, and the padded element counts with the
 library's; a deliberately racy Pallas kernel and the tk_pipeline fault that
 models the same mistake must both be reported.  Then pallas_call grids
 (pallas_calls.py: matmul, row sum, bias add, transpose, axpy) against
-tilekern.Call on small integers (every sum exact), with the copies each
+tilekern.Call on small integers (every sum exact), the axpy also as the
+built-in kernel's call (Call.from_kernel), with the copies each
 skips, a non-consecutive output revisit and a body that never initializes
 its output, which both sides must catch.  Last, special values
 (subnormals, near-overflow sums, alpha 3) through a Pallas axpy written
@@ -280,8 +281,14 @@ def grids():
         grid_case("transpose", (300, 200), dtype, (128, 128), pc.transpose(t, (128, 128)),
                   tk_transpose(t, (128, 128)))
         y = ints((37, 300), 6, npdt)
-        grid_case("axpy", (37, 300), dtype, (16, 128), pc.axpy(x, y, ALPHA, (16, 128)),
-                  tk_axpy(x, y, ALPHA, (16, 128)))
+        want = pc.axpy(x, y, ALPHA, (16, 128))
+        grid_case("axpy", (37, 300), dtype, (16, 128), want, tk_axpy(x, y, ALPHA, (16, 128)))
+        # The built-in kernel as the call of its tiling (Call.from_kernel).
+        kernel_call = tk.Call.from_kernel(tk.Kernel.axpy(ALPHA), tk.Tiling(37, 300, 16, 128),
+                                          dtype)
+        grid_case("axpy_kernel_call", (37, 300), dtype, (16, 128), want,
+                  (kernel_call, [x, y], skipped_copies(kernel_call.grid,
+                                                       [lambda i, j: (i, j)] * 2)))
     x, y = ints((37, 45), 1), ints((45, 300), 2)
     grid_case("matmul_f32_to_bf16", (37, 300, 45), "bfloat16", (8, 128, 128),
               pc.matmul(x, y, (8, 128, 128), bf16), tk_matmul(x, y, (8, 128, 128), "bfloat16"))
