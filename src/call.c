@@ -454,6 +454,23 @@ static int tk__check_matrices(const tk_call *c, int kind, int n, const tk_matrix
     return TK_OK;
 }
 
+/* The matrices of a run: each operand's dtype and shape and, for a call of
+ * a kernel, what tk_kernel_run accepts (an output overlapping an input
+ * without being that matrix is refused); *aliased: the output is one. */
+static int tk__check_run(const tk_call *c, int n_inputs, const tk_matrix *const *inputs,
+                         int n_outputs, tk_matrix *const *outputs, bool *aliased)
+{
+    int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
+    if (!rc)
+        rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
+                                (const tk_matrix *const *)outputs);
+    *aliased = false;
+    if (!rc && c->kernel)
+        rc = tk__kernel_validate("tk_call_run", c->kernel, &c->tiling, inputs, outputs[0],
+                                 aliased);
+    return rc;
+}
+
 /* What a run needs besides the plan: per operand an f32 panel of up to
  * `panel` blocks side by side (one block for an input read in place), and
  * the saved contents of every output block written back. */
@@ -921,9 +938,9 @@ int tk__call_as(int rc, const char *fn)
 int tk__call_plan(tk_call *c, int n_inputs, const tk_matrix *const *inputs, int n_outputs,
                   tk_matrix *const *outputs, const tk__plan **p)
 {
-    int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
-    if (rc || (rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
-                                       (const tk_matrix *const *)outputs)))
+    bool aliased;
+    int rc = tk__check_run(c, n_inputs, inputs, n_outputs, outputs, &aliased);
+    if (rc)
         return rc;
     if (c->n_out == 0)
         return tk__fail(TK_ESTATE, "tk_call_run: the call has no output; add one with "
@@ -958,7 +975,9 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
     int rc = tk__not_running("tk_call_run", c);
     if (!rc && !(rc = tk__run_alloc(c, p->n, &run, aliased))) {
         c->running = true;  /* the body runs */
+        tk__kernel_hold(c->kernel, 1);
         rc = tk__execute(c, p, inputs, outputs, fill, &run);
+        tk__kernel_hold(c->kernel, -1);
         c->running = false;
     }
     return rc;
@@ -968,7 +987,7 @@ int tk__call_execute(tk_call *c, const tk__plan *p, const tk_matrix *const *inpu
  * by the kernel's executor (its fused passes and threads): the same bits
  * as the steps below, which the tests compare, and the same statistics,
  * since every step copies in one new block of each operand. */
-static int tk__kernel_call(tk_call *c, const tk_matrix *const *inputs, tk_matrix *output,
+static int tk__run_as_kernel(tk_call *c, const tk_matrix *const *inputs, tk_matrix *output,
                            bool aliased)
 {
     tk__runner by = {"tk_call_run", "TK_CALL_UNDO", c->undo};
@@ -991,19 +1010,12 @@ static int tk__kernel_call(tk_call *c, const tk_matrix *const *inputs, tk_matrix
 static int tk__call(tk_call *c, int n_inputs, const tk_matrix *const *inputs,
                     int n_outputs, tk_matrix *const *outputs, float fill)
 {
-    if (c->kernel) {   /* the operands tk_kernel_run accepts, in its checks */
+    if (c->kernel && fill == 0.0f && !signbit(fill)) {   /* -0 is a fill of its own */
         bool aliased;
-        int rc = tk__check_matrices(c, TK_CALL_INPUT, n_inputs, inputs);
-        if (!rc)
-            rc = tk__check_matrices(c, TK_CALL_OUTPUT, n_outputs,
-                                    (const tk_matrix *const *)outputs);
+        int rc = tk__check_run(c, n_inputs, inputs, n_outputs, outputs, &aliased);
         if (!rc)
             rc = tk__not_running("tk_call_run", c);
-        if (!rc)
-            rc = tk__kernel_validate("tk_call_run", c->kernel, &c->tiling, inputs, outputs[0],
-                                     &aliased);
-        if (rc || fill == 0.0f)
-            return rc ? rc : tk__kernel_call(c, inputs, outputs[0], aliased);
+        return rc ? rc : tk__run_as_kernel(c, inputs, outputs[0], aliased);
     }
     const tk__plan *p = NULL;
     int rc = tk__call_plan(c, n_inputs, inputs, n_outputs, outputs, &p);

@@ -1011,7 +1011,9 @@ int tk_pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *const *i
     if (rc || !p)
         return rc ? rc : tk__fail(TK_EINVAL, "tk_pipeline_run_call: pipeline is NULL");
     p->running = true;
+    tk__kernel_hold(p->call ? p->call->kernel : NULL, 1);   /* a call of a kernel */
     rc = tk__pipeline_run_call(p, n_inputs, inputs, n_outputs, outputs);
+    tk__kernel_hold(p->call ? p->call->kernel : NULL, -1);
     p->running = false;
     return rc;
 }

@@ -633,6 +633,106 @@ static int same_block(void *user, const int64_t *g, int rank, int64_t *br, int64
     return 0;
 }
 
+/* Every element of the block: the block's last column in its row, which
+ * past the edge is the fill. */
+static int last_column(void *user, int64_t rows, int64_t cols, int64_t ld,
+                       const float *const *in, float *out)
+{
+    (void)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            out[r * ld + c] = in[0][r * ld + cols - 1];
+    return 0;
+}
+
+/* A fill of -0 is not zero padding: the edge block sees it. */
+Test(call, a_call_of_a_kernel_sees_a_negative_zero_fill)
+{
+    float *x = ints(8 * 200, 3);
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_call *c;
+    tkt_expect_status(tk_kernel_custom(&k, 1, last_column, NULL), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, 8, 200, 8, 128), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(&c, k, t, TK_DTYPE_F32), TK_OK);
+    tk_matrix *in = from(TK_DTYPE_F32, 8, 200, x), *out = blank(TK_DTYPE_F32, 8, 200);
+    for (int neg = 0; neg < 2; neg++) {
+        tkt_expect_status(tk_call_set_pad_value(c, neg ? -0.0f : 0.0f), TK_OK);
+        tkt_expect_status(tk_call_run(c, 1, (const tk_matrix *const *)&in, 1, &out), TK_OK);
+        uint32_t bits;
+        float v = at(out, 5, 150);   /* in the edge block */
+        memcpy(&bits, &v, sizeof bits);
+        cr_assert_eq(bits, neg ? 0x80000000u : 0u, "fill %s0: 0x%08x", neg ? "-" : "+", bits);
+    }
+    tk_call_destroy(c);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(in);
+    tk_matrix_destroy(out);
+    tk_kernel_destroy(k);
+    free(x);
+}
+
+/* user: the kernel, and the status of changing it from its body. */
+struct change { tk_kernel *k; int rc; };
+
+static int changes_its_kernel(void *user, int64_t rows, int64_t cols, int64_t ld,
+                              const float *const *in, float *out)
+{
+    struct change *ch = user;
+    ch->rc = tk_kernel_set(ch->k, TK_KERNEL_THREADS, 2);
+    return square_minus(NULL, rows, cols, ld, in, out);
+}
+
+/* Every run of a call of a kernel holds the kernel: its executor's, the
+ * steps' (NaN fill) and a pipeline's slot by slot. */
+Test(call, a_call_of_a_kernel_holds_its_kernel_on_every_path)
+{
+    struct change ch = {NULL, TK_OK};
+    tk_tiling *t;
+    tk_call *c;
+    tk_device *d;
+    tk_pipeline *pl;
+    float *x = ints(20 * 300, 4);
+    tkt_expect_status(tk_kernel_custom(&ch.k, 2, changes_its_kernel, &ch), TK_OK);
+    tkt_expect_status(tk_tiling_create(&t, 20, 300, 8, 128), TK_OK);
+    tkt_expect_status(tk_call_create_kernel(&c, ch.k, t, TK_DTYPE_F32), TK_OK);
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_pipeline_create_call(&pl, c, d), TK_OK);
+    tkt_expect_status(tk_pipeline_set(pl, TK_PIPE_DETECT_RACES, 0), TK_OK);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, 20, 300, x), from(TK_DTYPE_F32, 20, 300, x)};
+    tk_matrix *out = blank(TK_DTYPE_F32, 20, 300);
+    for (int path = 0; path < 3; path++) {
+        ch.rc = TK_OK;
+        tkt_expect_status(tk_call_set(c, TK_CALL_PAD, path == 1 ? TK_PAD_NAN : TK_PAD_ZERO),
+                          TK_OK);
+        tkt_expect_status(path == 2 ? tk_pipeline_run_call(pl, 2,
+                                                           (const tk_matrix *const *)in, 1,
+                                                           &out)
+                                    : tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &out),
+                          TK_OK);
+        cr_assert_eq(ch.rc, TK_ESTATE, "path %d", path);
+    }
+    /* And the pipeline refuses an output that partly overlaps an input. */
+    tk_matrix *part;
+    tkt_expect_status(tk_matrix_wrap(&part, TK_DTYPE_F32, 20, 300, 300,
+                                     (float *)tk_matrix_data(in[1]) + 1), TK_OK);
+    tkt_expect_status(tk_pipeline_run_call(pl, 2, (const tk_matrix *const *)in, 1, &part),
+                      TK_ELAYOUT);
+    cr_assert(strstr(tk_last_error_message(), "tk_pipeline_run_call: the output overlaps"),
+              "%s", tk_last_error_message());
+    tk_matrix_destroy(part);
+    tk_pipeline_destroy(pl);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(out);
+    tk_kernel_destroy(ch.k);
+    free(x);
+}
+
 /* user: the call and the status of running it again from the body. */
 struct again { tk_call *c; const tk_matrix *const *in; tk_matrix *out; int rc; };
 

@@ -152,7 +152,8 @@ class Call(_ffi.Handle):
     def pad(self):
         """"zero", "nan", or the float past-edge reads see."""
         v = _ffi.get_param(lib.tk_call_get, self, _ffi.TK_CALL_PAD)
-        return {_ffi.TK_PAD_ZERO: "zero", _ffi.TK_PAD_NAN: "nan"}.get(v, self._pad_value)
+        names = {_ffi.TK_PAD_ZERO: "zero", _ffi.TK_PAD_NAN: "nan"}
+        return names[v] if v in names else self._pad_value
 
     @pad.setter
     def pad(self, value):

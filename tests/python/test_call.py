@@ -163,6 +163,7 @@ def test_the_call_of_a_kernel_is_its_run(dtype):
     t = tk.Tiling(R, C, 8, 128)
     want = k.run(t, [x, y])
     c = tk.Call.from_kernel(k, t, dtype)
+    assert c.pad == "zero"
     (got,) = c.run([x, y])
     assert got.view(np.uint8).tobytes() == want.view(np.uint8).tobytes()
     item = np.dtype(got.dtype).itemsize
