@@ -1,6 +1,7 @@
 /* call.c - the kernels Pallas users write, as tk_call grids: matmul with an
  * f32 accumulator cast once to bf16, a row sum, a bias add, a transpose and
- * the seed's axpy.  Each runs on shapes with tails on every axis and is
+ * the seed's axpy, also as the call of the built-in kernel
+ * (tk_call_create_kernel).  Each runs on shapes with tails on every axis and is
  * checked against a plain untiled loop (on small integers, so every sum is
  * exact whatever the order); the copies each one skipped are printed.
  *
@@ -216,6 +217,13 @@ int main(void)
         return 1;
     }
     check("axpy", c, 2, xy, out, want);
+    tk_call_destroy(c);
+    /* The built-in kernel itself as a call: run as tk_kernel_run runs it. */
+    if (tk_call_create_kernel(&c, k, t, TK_DTYPE_BF16)) {
+        fprintf(stderr, "call: %s\n", tk_last_error_message());
+        return 1;
+    }
+    check("kernel", c, 2, xy, out, want);
     tk_call_destroy(c);
     tk_kernel_destroy(k);
     tk_tiling_destroy(t);
