@@ -42,7 +42,7 @@ static double tk__gamma(double n, double u)
 typedef struct {
     double u, eta, u_out, eta_out;
     bool rounded_products, cast;
-    bool probabilistic;   /* the storage-dtype alternative: see tk__bound */
+    bool probabilistic;   /* the storage-dtype alternative: see tk__limits_of */
 } tk__acc;
 
 static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
@@ -64,50 +64,107 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
  * the diagnosis uses the probabilistic bound of Higham and Mary (SIAM J.
  * Sci. Comput. 41(5), 2019, Theorem 2.4): exp(lambda sqrt(n) u + n u^2 /
  * (1 - u)) - 1, which fails with probability below 2n exp(-lambda^2 (1 -
- * u)^2 / 2), 2n e^-32 with lambda 8: 2.6e-11 per element at n = 1024. */
-static double tk__bound(const tk__acc *r, int64_t k, double A64, double s)
+ * u)^2 / 2), 2n e^-32 with lambda 8: 2.6e-11 per element at n = 1024.
+ * tk__limits_of computes what is the same for every element of a case,
+ * tk__bound_at the rest. */
+typedef struct {
+    double den, g, eta, g53, u_out, eta_out;
+    bool cast;
+} tk__limits;
+
+static tk__limits tk__limits_of(const tk__acc *r, int64_t k)
 {
+    double n = (double)(k - 1) + (r->rounded_products ? 1.0 : 0.0);
+    tk__limits l = {.g53 = tk__gamma((double)k, 0x1p-53), .eta = 2.0 * (double)k * r->eta,
+                    .u_out = r->u_out, .eta_out = r->eta_out, .cast = r->cast};
     /* A64 is the float64 sum of the k exact |a b|: at most gamma_53(k - 1)
      * below their sum A (gamma_53(k) leaves room for this division). */
-    double A = A64 / (1.0 - tk__gamma((double)k, 0x1p-53));
-    double n = (double)(k - 1) + (r->rounded_products ? 1.0 : 0.0);
-    double g = r->probabilistic
-                   ? expm1(8.0 * sqrt(n) * r->u + n * r->u * r->u / (1.0 - r->u))
-                   : tk__gamma(n, r->u);
-    double b = g * A + 2.0 * (double)k * r->eta + tk__gamma((double)k, 0x1p-53) * A;
-    if (r->cast)
-        b += r->u_out * (fabs(s) + b) + r->eta_out;
-    return b;
+    l.den = 1.0 - l.g53;
+    l.g = r->probabilistic ? expm1(8.0 * sqrt(n) * r->u + n * r->u * r->u / (1.0 - r->u))
+                           : tk__gamma(n, r->u);
+    return l;
 }
 
-/* The largest |c - s| / bound over the elements.  An element equal to the
+static inline double tk__bound_at(const tk__limits *l, double A64, double s)
+{
+    double A = A64 / l->den;
+    double b = l->g * A + l->eta + l->g53 * A;
+    double cast = b + (l->u_out * (fabs(s) + b) + l->eta_out);
+    return l->cast ? cast : b;
+}
+
+/* One element's |c - s| / bound, as bits.  An element equal to the
  * oracle's own cast (want) counts 0; where the oracle is NaN (NaN or Inf
  * inputs, or an output cast past its format) any NaN counts 0 and anything
  * else infinity; elsewhere a NaN counts infinity, and so does any other
- * difference where no finite bound exists (an infinite magnitude). */
+ * difference where no finite bound exists (an infinite magnitude).  Never
+ * NaN, so the bits of two ratios order like them.  The cases are chosen
+ * by masks, not branches, so that the loops over it vectorize (a quiet NaN
+ * raises no flag, and the audit puts back the environment the candidate
+ * left). */
+static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, double s,
+                                 double A64, double *bound)
+{
+    const uint64_t inf = 0x7FF0000000000000u, abs = ~(1ull << 63);
+    double b = tk__bound_at(l, A64, s);
+    uint64_t r = tk__f64_bits(fabs((double)c - s) / b);
+    uint64_t c_nan = 0 - (uint64_t)((tk__f32_bits(c) & 0x7FFFFFFFu) > 0x7F800000u);
+    uint64_t m = c_nan | (0 - (uint64_t)((tk__f64_bits(b) & abs) >= inf));
+    r = (r & ~m) | (inf & m);
+    r &= ~(0 - (uint64_t)(tk__f32_bits(c) == tk__f32_bits(want)));
+    m = 0 - (uint64_t)(((tk__f32_bits(want) & 0x7FFFFFFFu) > 0x7F800000u) |
+                       ((tk__f64_bits(s) & abs) > inf));
+    r = (r & ~m) | (inf & ~c_nan & m);
+    *bound = b;
+    return r;
+}
+
+/* Elements a chunk of tk__worst_bits holds. */
+#define TK__WORST_CHUNK 1024
+
+/* The largest tk__ratio's bits over the elements, one vectorized pass on
+ * the path tk__isa() picks; *chunk: the first element of the first chunk
+ * that holds it. */
+TK_DISPATCH_RET(uint64_t, tk__worst_bits, (const tk__limits *l, int64_t count, const float *c,
+                                           const float *want, const double *s,
+                                           const double *A, int64_t *chunk),
+                (l, count, c, want, s, A, chunk))
+{
+    uint64_t top = 0;
+    double b;
+    for (int64_t e0 = 0; e0 < count; e0 += TK__WORST_CHUNK) {
+        int64_t e1 = count - e0 < TK__WORST_CHUNK ? count : e0 + TK__WORST_CHUNK;
+        uint64_t t = 0;
+        for (int64_t e = e0; e < e1; e++) {
+            uint64_t u = tk__ratio(l, c[e], want[e], s[e], A[e], &b);
+            t = u > t ? u : t;
+        }
+        if (t > top || e0 == 0) {   /* a tie keeps the earlier chunk */
+            top = t;
+            *chunk = e0;
+        }
+    }
+    return top;
+}
+
+/* The largest tk__ratio over the elements, the first position it is at
+ * and the bound there; -1 for no elements. */
 static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float *c,
                         const float *want, const double *s, const double *A, int64_t *at,
                         double *bound)
 {
-    double worst = -1.0;
-    for (int64_t e = 0; e < count; e++) {
-        double b = tk__bound(r, k, A[e], s[e]), ratio;
-        if (isnan(want[e]) || isnan(s[e]))
-            ratio = isnan(c[e]) ? 0.0 : INFINITY;
-        else if (tk__f32_bits(c[e]) == tk__f32_bits(want[e]))
-            ratio = 0.0;
-        else if (isnan(c[e]) || !isfinite(b))
-            ratio = INFINITY;
-        else
-            ratio = fabs((double)c[e] - s[e]) / b;
-        if (ratio > worst) {
-            worst = ratio;
-            *at = e;
-            if (bound)
-                *bound = b;
-        }
-    }
-    return worst;
+    if (!count)
+        return -1.0;
+    tk__limits l = tk__limits_of(r, k);
+    int64_t e = 0;
+    double b;
+    uint64_t top = tk__worst_bits(&l, count, c, want, s, A, &e);
+    while (tk__ratio(&l, c[e], want[e], s[e], A[e], &b) != top)
+        e++;
+    *at = e;
+    if (bound)
+        *bound = b;
+    return tk__f64_value(top);
 }
 
 /* Every output element accumulated in k order in dtype d, each product
@@ -369,9 +426,12 @@ static void *tk__post_run(void *arg)
     tk__post *t = arg;
     int64_t e0 = t->r0 * t->n, e1 = t->r1 * t->n;
     for (int64_t e = e0; e < e1; e++) {
-        t->want[e] = tk__round_to(t->out_dtype, (float)t->s[e]);
+        t->want[e] = (float)t->s[e];
         t->so32[e] = (float)(t->o ? t->o[e] : t->s[e]);
     }
+    if (t->out_dtype != TK_DTYPE_F32)   /* float32's rounding is the cast above */
+        for (int64_t e = e0; e < e1; e++)
+            t->want[e] = tk__round_to(t->out_dtype, t->want[e]);
     t->at = 0;
     t->bound = 0.0;
     t->worst = tk__worst(&t->acc, t->k, e1 - e0, t->cand + e0, t->want + e0, t->s + e0,
@@ -379,14 +439,21 @@ static void *tk__post_run(void *arg)
     t->at += e0;
     tk__cmp_rows(&t->impl, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->want + e0);
     tk__cmp_rows(&t->gap, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->so32 + e0);
-    t->in_part = t->out_part = t->scale = 0.0;
+    /* Magnitudes' bits order like them; a NaN's count 0. */
+    uint64_t in = 0, out = 0, scale = 0;
     for (int64_t e = e0; e < e1; e++) {
         double vi = t->o ? fabs(t->o[e] - t->s[e]) : 0.0,
                vo = fabs((double)t->cand[e] - t->s[e]), vs = fabs(t->so32[e]);
-        t->in_part = vi > t->in_part ? vi : t->in_part;
-        t->out_part = vo > t->out_part ? vo : t->out_part;
-        t->scale = vs > t->scale ? vs : t->scale;
+        uint64_t bi = tk__f64_bits(vi) & (0 - (uint64_t)(vi == vi)),
+                 bo = tk__f64_bits(vo) & (0 - (uint64_t)(vo == vo)),
+                 bs = tk__f64_bits(vs) & (0 - (uint64_t)(vs == vs));
+        in = bi > in ? bi : in;
+        out = bo > out ? bo : out;
+        scale = bs > scale ? bs : scale;
     }
+    t->in_part = tk__f64_value(in);
+    t->out_part = tk__f64_value(out);
+    t->scale = tk__f64_value(scale);
     return NULL;
 }
 

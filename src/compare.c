@@ -253,6 +253,82 @@ static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64
     return true;
 }
 
+/* With ULP statistics in float32, a row of finite values that differ (a
+ * reduction's candidate against its oracle differs almost everywhere): one
+ * branch-free pass gathers what tk__cmp_one would add up, and the
+ * positions of the first mismatch and of the maxima that beat the running
+ * ones are found by scanning for them.  Every test is tk__cmp_one's, in
+ * the same arithmetic; float32 ULPs are differences of the sign-magnitude
+ * encodings read as integers. */
+static inline void tk__cmp_ulp_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
+                                   const float *a, const float *e)
+{
+    /* Two finite floats are under 2^32 ULPs apart: 32 bits hold a
+     * distance and the limit, which keeps the loop in vector lanes. */
+    const uint32_t limit = s->max_ulp >= 0 && s->max_ulp < UINT32_MAX ? (uint32_t)s->max_ulp
+                                                                       : UINT32_MAX;
+    int64_t h0 = 0, h1 = 0, h2 = 0, bad = 0;
+    uint32_t top_u = 0, top_d = 0;
+    uint64_t top_rel = 0;   /* bits of a non-negative double order like it */
+    /* Chunks short enough for 32-bit counts. */
+    for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
+        int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
+        int32_t n0 = 0, n1 = 0, n2 = 0, nb = 0;
+        for (int64_t c = k0; c < k1; c++) {
+            float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
+            uint32_t u = tk__f32_ulps(a[c], e[c]);
+            n0 += u == 0;
+            n1 += u == 1;
+            n2 += u == 2;
+            top_u = u > top_u ? u : top_u;
+            top_d = tk__f32_bits(d) > top_d ? tk__f32_bits(d) : top_d;
+            /* 0 where e is 0 (no division by zero, which would raise the
+             * caller's flag): the scan below skips those elements. */
+            uint64_t rel = tk__f64_bits((double)d / (double)(ae != 0.0f ? ae : 1.0f));
+            rel &= 0 - (uint64_t)(ae != 0.0f);
+            top_rel = rel > top_rel ? rel : top_rel;
+            nb += tk__beyond(s, d, ae) | (u > limit);
+        }
+        h0 += n0, h1 += n1, h2 += n2, bad += nb;
+    }
+    tk__where *w = s->where;
+    if (bad && !s->mismatches)
+        for (int64_t c = 0; c < n; c++)
+            if (tk__beyond(s, fabsf(a[c] - e[c]), fabsf(e[c])) ||
+                tk__f32_ulps(a[c], e[c]) > limit) {
+                tk__mark(&w[TK_WHERE_FIRST_MISMATCH - 1], r, c0 + c, a[c], e[c]);
+                break;
+            }
+    if (tk__f32_value(top_d) > s->max_abs)
+        for (int64_t c = 0; c < n; c++)
+            if (tk__f32_bits(fabsf(a[c] - e[c])) == top_d) {
+                s->max_abs = fabsf(a[c] - e[c]);
+                tk__mark(&w[TK_WHERE_MAX_ABS - 1], r, c0 + c, a[c], e[c]);
+                break;
+            }
+    if (tk__f64_value(top_rel) > s->max_rel)
+        for (int64_t c = 0; c < n; c++)
+            if (e[c] != 0.0f &&
+                (double)fabsf(a[c] - e[c]) / (double)fabsf(e[c]) == tk__f64_value(top_rel)) {
+                s->max_rel = tk__f64_value(top_rel);
+                tk__mark(&w[TK_WHERE_MAX_REL - 1], r, c0 + c, a[c], e[c]);
+                break;
+            }
+    if (top_u > s->max_ulp_seen || !w[TK_WHERE_MAX_ULP - 1].set)
+        for (int64_t c = 0; c < n; c++)
+            if (tk__f32_ulps(a[c], e[c]) == top_u) {
+                s->max_ulp_seen = top_u;
+                tk__mark(&w[TK_WHERE_MAX_ULP - 1], r, c0 + c, a[c], e[c]);
+                break;
+            }
+    s->elements += n;
+    s->mismatches += bad;
+    s->hist[0] += h0;
+    s->hist[1] += h1;
+    s->hist[2] += h2;
+    s->hist[3] += n - h0 - h1 - h2;
+}
+
 TK_DISPATCH(tk__cmp_block, (tk__cmp *s, int64_t row0, int64_t col0, int64_t rows, int64_t cols, const float *actual, const float *expected),
             (s, row0, col0, rows, cols, actual, expected))
 {
@@ -280,6 +356,8 @@ TK_DISPATCH(tk__cmp_block, (tk__cmp *s, int64_t row0, int64_t col0, int64_t rows
             }
         if (!nonfinite && !differ)
             tk__cmp_equal_row(s, r, col0, cols, a, e);
+        else if (!nonfinite && s->want_ulp && s->dtype == TK_DTYPE_F32)
+            tk__cmp_ulp_row(s, r, col0, cols, a, e);
         else
             for (int64_t c = 0; c < cols; c++)
                 tk__cmp_one(s, r, col0 + c, a[c], e[c]);

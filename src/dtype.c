@@ -527,13 +527,6 @@ float tk__round_to(int dtype, float x)
     }
 }
 
-/* Map sign-magnitude bits onto a line where adjacent values differ by one
- * and +0 == -0, so distances across zero count through it. */
-static inline int64_t tk__ordered(uint32_t u, uint32_t sign)
-{
-    return (u & sign) ? -(int64_t)(u & ~sign) : (int64_t)u;
-}
-
 uint64_t tk_ulp_distance(int dtype, float a, float b)
 {
     int64_t ia, ib;

@@ -152,6 +152,37 @@ static inline float tk__f32_value(uint32_t u)
     return f;
 }
 
+static inline uint64_t tk__f64_bits(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline double tk__f64_value(uint64_t u)
+{
+    double f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Map sign-magnitude bits onto a line where adjacent values differ by one
+ * and +0 == -0, so distances across zero count through it. */
+static inline int64_t tk__ordered(uint32_t u, uint32_t sign)
+{
+    return (u & sign) ? -(int64_t)(u & ~sign) : (int64_t)u;
+}
+
+/* tk_ulp_distance in float32 of two values that are not NaN: at most
+ * 2^32 - 2^24 apart, so 32 bits hold it (and keep a loop's lanes narrow). */
+static inline uint32_t tk__f32_ulps(float a, float b)
+{
+    uint32_t ua = tk__f32_bits(a), ub = tk__f32_bits(b);
+    int32_t ia = (ua >> 31) ? -(int32_t)(ua & 0x7FFFFFFFu) : (int32_t)ua,
+            ib = (ub >> 31) ? -(int32_t)(ub & 0x7FFFFFFFu) : (int32_t)ub;
+    return ia > ib ? (uint32_t)ia - (uint32_t)ib : (uint32_t)ib - (uint32_t)ia;
+}
+
 /* One element each way: f32 -> bf16 bits, bf16 bits -> f32 (exact). */
 static inline uint16_t tk__bf16_from(float f)
 {

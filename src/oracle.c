@@ -65,12 +65,16 @@ typedef double tk__d8 __attribute__((vector_size(64), aligned(8)));
  * registers, so that a term's 6 vector loads and 12 broadcasts stay under
  * its 24 multiply-adds (the 2 x 8 tile has as many loads as multiply-adds,
  * and ran at half this one's speed on an AVX-512 AMD EPYC).  Each element's
- * terms are added in k order from zero, as in tk__tile: the same bits. */
+ * terms are added in k order from zero, as in tk__tile: the same bits.
+ * The sums are then added into out[0..2] (rows n apart), from the
+ * registers where all 16 columns are in the matrix (cols), else through
+ * memory for the first cols. */
 static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
                                                              const double *x1,
                                                              const double *y0,
                                                              const double *y1, int64_t kc,
-                                                             bool orig, tk__d8 acc[3][4][2])
+                                                             bool orig, double *const out[3],
+                                                             int64_t n, int64_t cols)
 {
     tk__d8 sum[3][4][2] = {{{{0}}}};
     for (int64_t k = 0; k < kc; k++) {
@@ -87,7 +91,23 @@ static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
                     sum[2][r][h] += xr[r][2] * v[h][2];
             }
     }
+    if (cols == 2 * TK__NR) {
+#pragma GCC unroll 3
+        for (int q = 0; q < 3; q++)
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++)
+                    if (q < 2 || orig)
+                        *(tk__d8 *)(void *)(out[q] + r * n + h * TK__NR) += sum[q][r][h];
+        return;
+    }
+    double acc[3][4][2 * TK__NR];
     memcpy(acc, sum, sizeof sum);
+    for (int q = 0; q < (orig ? 3 : 2); q++)
+        for (int r = 0; r < 4; r++)
+            for (int64_t c = 0; c < cols; c++)
+                out[q][r * n + c] += acc[q][r][c];
 }
 
 /* On the AVX-512 path, the 4 x 16 tiles of one packed x block (mc rows)
@@ -100,20 +120,15 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
 {
     for (int64_t t = 0; t < pairs * 2; t += 2)
         for (int64_t r = 0; r + 4 <= mc; r += 4) {
-            tk__d8 acc[3][4][2];
+            int64_t at = r * n + t * TK__NR, cols = n - t * TK__NR;
+            double *const out[3] = {s + at, A + at, o ? o + at : NULL};
             const double *x0 = xp + r / 2 * kc * 6, *y0 = yp + t * kc * 3 * TK__NR;
+            cols = cols < 2 * TK__NR ? cols : 2 * TK__NR;
             if (o)
-                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, true, acc);
+                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, true, out, n, cols);
             else
-                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, false, acc);
-            for (int64_t h = 0; h < 4; h++)
-                for (int64_t c = 0; c < 2 * TK__NR && t * TK__NR + c < n; c++) {
-                    int64_t at = (r + h) * n + t * TK__NR + c;
-                    s[at] += acc[0][h][c / TK__NR][c % TK__NR];
-                    A[at] += acc[1][h][c / TK__NR][c % TK__NR];
-                    if (o)
-                        o[at] += acc[2][h][c / TK__NR][c % TK__NR];
-                }
+                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, false, out, n,
+                           cols);
         }
 }
 
@@ -184,6 +199,14 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                 double *d = yp + (t * kc + k) * 3 * TK__NR;
                 const float *yk = p->y + (k0 + k) * n;
                 const float *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
+                if ((t + 1) * TK__NR <= n) {   /* a whole panel: no tests, vectorized */
+                    for (int64_t c = 0; c < TK__NR; c++) {
+                        d[c] = yk[t * TK__NR + c];
+                        d[TK__NR + c] = fabsf(yk[t * TK__NR + c]);
+                        d[2 * TK__NR + c] = oyk ? oyk[t * TK__NR + c] : 0.0;
+                    }
+                    continue;
+                }
                 for (int64_t c = 0; c < TK__NR; c++) {
                     int64_t j = t * TK__NR + c;
                     d[c] = j < n ? yk[j] : 0.0;

@@ -472,6 +472,71 @@ Test(compare, wide_rows_agree_with_a_scalar_recount)
     tk_compare_destroy(c);
 }
 
+/* Rows of finite values that differ take a vector pass with ULP
+ * statistics; every metric and every position must be what a plain
+ * element-by-element pass in row-major order gives: zeros of both signs and
+ * zero references, subnormals, a difference that overflows, ties, and a
+ * ULP criterion beside atol and rtol. */
+Test(compare, differing_finite_rows_agree_with_an_element_by_element_pass)
+{
+    enum { R = 24, C = 131, N = R * C };
+    static float e[N], a[N];
+    uint64_t s = 5;
+    tkt_fill(e, N, 11);
+    for (int i = 0; i < N; i++) {
+        a[i] = e[i];
+        switch (tkt_next(&s) % 10) {
+        case 0: a[i] = nextafterf(e[i], INFINITY); break;
+        case 1: a[i] = nextafterf(nextafterf(e[i], -INFINITY), -INFINITY); break;
+        case 2: e[i] = 0.0f; a[i] = (tkt_next(&s) & 1) ? -0.0f : 1e-7f; break;
+        case 3: a[i] = e[i] * 1.01f; break;
+        case 4: e[i] = 0x1p-140f; a[i] = -0x1p-145f; break;
+        default: break;
+        }
+    }
+    a[3 * C + 4] = FLT_MAX, e[3 * C + 4] = -FLT_MAX;   /* |a - e| overflows */
+    a[7 * C + 9] = 3.0f, e[7 * C + 9] = 1.0f;          /* rel 2: ties below */
+    a[9 * C + 2] = 6.0f, e[9 * C + 2] = 2.0f;
+    for (int crit = 0; crit < 2; crit++) {
+        tk_compare *c;
+        cr_assert_eq(tk_compare_create(&c, TK_DTYPE_F32), TK_OK);
+        if (crit)
+            cr_assert_eq(tk_compare_set(c, TK_COMPARE_MAX_ULP, 1), TK_OK);
+        run_f32(c, R, C, a, e);
+        int64_t mism = 0, hist[4] = {0}, first = -1, at_abs = -1, at_rel = -1, at_ulp = -1;
+        float max_abs = -1.0f;
+        double max_rel = -1.0;
+        uint64_t max_ulp = 0;
+        for (int i = 0; i < N; i++) {
+            float d = a[i] == e[i] ? 0.0f : fabsf(a[i] - e[i]);
+            uint64_t u = tk_ulp_distance(TK_DTYPE_F32, a[i], e[i]);
+            bool bad = (double)d > 1e-5 + 1.3e-6 * fabs((double)e[i]) || (crit && u > 1);
+            if (bad && mism++ == 0)
+                first = i;
+            hist[u < 3 ? u : 3]++;
+            if (d > max_abs)
+                max_abs = d, at_abs = i;
+            if (e[i] != 0.0f && (double)d / fabs((double)e[i]) > max_rel)
+                max_rel = (double)d / fabs((double)e[i]), at_rel = i;
+            if (at_ulp < 0 || u > max_ulp)
+                max_ulp = u, at_ulp = i;
+        }
+        cr_assert_eq(metric(c, TK_COMPARE_ELEMENTS), (double)N);
+        cr_assert_eq(metric(c, TK_COMPARE_MISMATCHES), (double)mism);
+        for (int h = 0; h < 4; h++)
+            cr_assert_eq(metric(c, TK_COMPARE_ULP_HIST_0 + h), (double)hist[h], "hist %d", h);
+        expect_bits_eq(metric(c, TK_COMPARE_MAX_ABS), max_abs, "max abs");
+        expect_bits_eq(metric(c, TK_COMPARE_MAX_REL), max_rel, "max rel");
+        cr_assert_eq(metric(c, TK_COMPARE_MAX_ULP_SEEN), (double)max_ulp);
+        expect_where(c, TK_WHERE_FIRST_MISMATCH, first / C, first % C, a[first], e[first]);
+        expect_where(c, TK_WHERE_MAX_ABS, at_abs / C, at_abs % C, a[at_abs], e[at_abs]);
+        expect_where(c, TK_WHERE_MAX_REL, at_rel / C, at_rel % C, a[at_rel], e[at_rel]);
+        expect_where(c, TK_WHERE_MAX_ULP, at_ulp / C, at_ulp % C, a[at_ulp], e[at_ulp]);
+        cr_assert_eq(at_abs, 3 * C + 4, "the overflowing difference is the largest");
+        tk_compare_destroy(c);
+    }
+}
+
 /* Every setting changed after a run retires its results (the verdict was
  * reached under the old ones); a refused setting keeps them. */
 Test(compare, a_new_setting_retires_the_results)
