@@ -748,7 +748,7 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
         for (int64_t j = 0; j < ne; j++) {
             float m = k->axpy.alpha * p[0][j];
             m = tk__round_to(c->dtype, m);
-            v[j] = m + p[1][j];
+            v[j] = tk__axpy_nan(k->axpy.alpha, p[0][j], p[1][j], m + p[1][j]);
         }
     } else if (k->is_axpy && tk__toggle(schedule)) {
         int arith = k->axpy.arith ^ tk__toggle(schedule);

@@ -9,21 +9,64 @@
 #endif
 
 /* ---- element loops ---------------------------------------------------------
- * No restrict: the output may be exactly an input, which is correct here
- * because each element is read before it is written; the compiler
- * vectorizes these loops behind a runtime overlap check. */
+ * No restrict: the output may be exactly an input.  Each loop computes a
+ * piece of results into a buffer t from x and y, then stores it: an
+ * output that is an input stays correct, and the NaN rule
+ * (tk__axpy_nan) is applied only to a piece with a NaN result, which every
+ * NaN operand makes: the test costs less than the rule on every element. */
+
+/* Where t, the n results of a * x + y, holds a NaN: every one under the
+ * NaN rule. */
+static inline void tk__axpy_fix(float *t, const float *x, const float *y, int64_t n, float a)
+{
+    uint32_t nan = 0;
+    for (int64_t i = 0; i < n; i++)
+        nan |= (tk__f32_bits(t[i]) & 0x7FFFFFFFu) > 0x7F800000u;
+    if (nan)
+        for (int64_t i = 0; i < n; i++)
+            t[i] = tk__axpy_nan(a, x[i], y[i], t[i]);
+}
+
+/* The same for bf16: t holds the rounded codes, whose NaNs are the f32
+ * results' (the rounding keeps a NaN one). */
+static inline void tk__axpy_fix_bf16(uint16_t *t, const uint16_t *x, const uint16_t *y,
+                                     int64_t n, float a)
+{
+    uint16_t nan = 0;
+    for (int64_t i = 0; i < n; i++)
+        nan |= (uint16_t)((t[i] & 0x7FFFu) > 0x7F80u);
+    if (nan)
+        for (int64_t i = 0; i < n; i++) {
+            float fx = tk__bf16_to(x[i]), fy = tk__bf16_to(y[i]);
+            t[i] = tk__bf16_from(tk__axpy_nan(a, fx, fy, a * fx + fy));
+        }
+}
+
+enum { TK__PIECE = 256 };
 
 static void tk__axpy_f32(float *o, const float *x, const float *y, int64_t n, float a)
 {
-    for (int64_t i = 0; i < n; i++)
-        o[i] = a * x[i] + y[i];
+    for (int64_t i = 0; i < n; i += TK__PIECE) {
+        int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
+        float t[TK__PIECE];
+        for (int64_t j = 0; j < m; j++)
+            t[j] = a * x[i + j] + y[i + j];
+        tk__axpy_fix(t, x + i, y + i, m, a);
+        memcpy(o + i, t, (size_t)m * sizeof *t);
+    }
 }
 
 static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int64_t n,
                           float a)
 {
-    for (int64_t i = 0; i < n; i++)
-        o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
+    for (int64_t i = 0; i < n; i += TK__PIECE) {
+        int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
+        uint16_t t[TK__PIECE];
+        for (int64_t j = 0; j < m; j++)
+            t[j] = tk__bf16_from(a * tk__bf16_to(x[i + j]) + tk__bf16_to(y[i + j]));
+        tk__axpy_fix_bf16(t, x + i, y + i, m, a);
+        memcpy(o + i, t, (size_t)m * sizeof *t);
+    }
 }
 
 /* Any dtype under any arithmetic, through f32 chunks: each chunk of x and
@@ -53,12 +96,24 @@ static void tk__axpy_any(int dtype, void *o, const void *x, const void *y, int64
 static inline void tk__axpy_line_nt(float *o, const float *x, const float *y, float a)
 {
 #if defined(__SSE2__)
-    for (int k = 0; k < TK__LINE; k += 4) {
+    __m128 v[TK__LINE / 4];
+    for (int k = 0; k < TK__LINE / 4; k++) {
         __m128 vx, vy;
-        memcpy(&vx, x + k, sizeof vx);
-        memcpy(&vy, y + k, sizeof vy);
-        _mm_stream_ps(o + k, _mm_add_ps(_mm_mul_ps(_mm_set1_ps(a), vx), vy));
+        memcpy(&vx, x + 4 * k, sizeof vx);
+        memcpy(&vy, y + 4 * k, sizeof vy);
+        v[k] = _mm_add_ps(_mm_mul_ps(_mm_set1_ps(a), vx), vy);
     }
+    /* A NaN among the results makes their sum NaN (as may Inf - Inf, when
+     * the rule then changes nothing). */
+    __m128 sum = _mm_add_ps(_mm_add_ps(v[0], v[1]), _mm_add_ps(v[2], v[3]));
+    if (_mm_movemask_ps(_mm_cmpunord_ps(sum, sum))) {
+        float t[TK__LINE];
+        memcpy(t, v, sizeof t);
+        tk__axpy_fix(t, x, y, TK__LINE, a);
+        memcpy(v, t, sizeof t);
+    }
+    for (int k = 0; k < TK__LINE / 4; k++)
+        _mm_stream_ps(o + 4 * k, v[k]);
 #else
     tk__axpy_f32(o, x, y, TK__LINE, a);
 #endif
@@ -73,7 +128,7 @@ static inline void tk__axpy_part_nt(float *o, const float *x, const float *y, in
 {
 #if defined(__SSE2__)
     for (int64_t i = 0; i < n; i++) {
-        float v = a * x[i] + y[i];
+        float v = tk__axpy_nan(a, x[i], y[i], a * x[i] + y[i]);
         int bits;
         memcpy(&bits, &v, sizeof bits);
         _mm_stream_si32((int *)(void *)(o + i), bits);
@@ -101,14 +156,16 @@ static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int
     tk__axpy_part_nt(o + c, x + c, y + c, n - c, a);
 }
 
-/* n bf16 results to o, its whole 64-byte lines by streaming stores: each
- * line is computed into a buffer first, from x and y read before o is
- * written, so an output that is exactly an input stays correct. */
+/* n bf16 results to o, its whole runs of four 64-byte lines by streaming
+ * stores (one NaN test for the four; the rest, under four lines, by
+ * ordinary stores): each run is computed into a buffer first, from x and y
+ * read before o is written, so an output that is exactly an input stays
+ * correct. */
 static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16_t *y,
                                     int64_t n, float a)
 {
 #if defined(__SSE2__)
-    enum { L = 64 / sizeof *o };
+    enum { L = 4 * 64 / sizeof *o };
     int64_t c = (int64_t)((-(uintptr_t)o & 63) / sizeof *o);
     c = c < n ? c : n;
     tk__axpy_bf16(o, x, y, c, a);
@@ -116,6 +173,7 @@ static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16
         uint16_t t[L];   /* a fixed-length loop: no overlap check to pay */
         for (int k = 0; k < L; k++)
             t[k] = tk__bf16_from(a * tk__bf16_to(x[c + k]) + tk__bf16_to(y[c + k]));
+        tk__axpy_fix_bf16(t, x + c, y + c, L, a);
         for (int k = 0; k < L; k += 8) {
             __m128i v;
             memcpy(&v, t + k, sizeof v);

@@ -340,9 +340,27 @@ static inline float tk__ftz(float x)
     return tk__f32_value(tk__sel((u & 0x7F800000u) == 0, u & 0x80000000u, u));
 }
 
+/* r, the axpy a * x + y, under the NaN rule: a NaN operand gives its own
+ * NaN, made quiet, the first of a, x, y that is one (the source order, as
+ * x86's scalar operations give it), whatever order the compiler gave the
+ * operands: every loop and path then gives the same bits.  A NaN the
+ * arithmetic makes (Inf - Inf, 0 * Inf) is r's.  Masks, not branches, so
+ * that the loops vectorize. */
+static inline float tk__axpy_nan(float a, float x, float y, float r)
+{
+    uint32_t u = tk__f32_bits(r);
+    const float v[3] = {y, x, a};   /* the last NaN of these wins */
+    for (int i = 0; i < 3; i++) {
+        uint32_t b = tk__f32_bits(v[i]);
+        uint32_t m = 0u - (uint32_t)((b & 0x7FFFFFFFu) > 0x7F800000u);
+        u = (u & ~m) | ((b | 0x00400000u) & m);
+    }
+    return tk__f32_value(u);
+}
+
 /* One axpy element under the arithmetic flags; with both 0 it is the
  * contract's f32(f32(a * x) + y).  Every operand and every rounded result
- * is flushed under TK_ARITH_FTZ. */
+ * is flushed under TK_ARITH_FTZ; NaNs follow tk__axpy_nan. */
 static inline float tk__axpy_arith(float a, float x, float y, int arith)
 {
     bool ftz = arith & TK_ARITH_FTZ;
@@ -358,7 +376,7 @@ static inline float tk__axpy_arith(float a, float x, float y, int arith)
         float m = a * x;
         r = (ftz ? tk__ftz(m) : m) + y;
     }
-    return ftz ? tk__ftz(r) : r;
+    return tk__axpy_nan(a, x, y, ftz ? tk__ftz(r) : r);
 }
 
 struct tk_kernel {

@@ -208,3 +208,80 @@ def test_every_path_audits_reductions_to_the_same_report():
     for isa, (got, digest) in digests.items():
         assert got == isa
         assert digest == digests["portable"][1], f"{isa}: the reports differ from portable's"
+
+
+# In each path's process: the built-in axpy run every way (mask and pad
+# tails, the elementwise and the blockwise body, the call of the kernel step
+# by step under NaN padding), under every arithmetic, in every dtype, on
+# data where many elements have two or three NaN operands (alpha, x, y) of
+# both signs with payloads, and where Inf - Inf and 0 * Inf make NaNs; f32
+# and bf16 also on planes past 8 MiB (written by streaming stores).  Each
+# result whose operands hold a NaN must be the first of alpha, x, y that is
+# one, made quiet, cast to the dtype; every result goes into one digest.
+_NAN_RULE = """
+    import hashlib
+    import ml_dtypes
+    import numpy as np
+    import tilekern as tk
+    rng = np.random.default_rng(23)
+    pool = np.array([0x7FC00001, 0xFFC12345, 0x7F812345, 0xFF800001, 0x7FFFFFFF,
+                     0x7F800000, 0xFF800000, 0, 0x80000000, 0x3F800000, 0x00012345],
+                    np.uint32).view(np.float32)
+    DT = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16,
+          "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}
+    def data(shape, dt):
+        x = rng.standard_normal(shape).astype(np.float32)
+        pick = rng.integers(0, 2 * len(pool), shape)
+        x[pick < len(pool)] = pool[pick[pick < len(pool)]]
+        with np.errstate(all="ignore"):
+            return x.astype(dt)
+    def rule(alpha, x, y):
+        bits = np.zeros(x.shape, np.uint32)
+        seen = np.zeros(x.shape, bool)
+        for v in (np.full(x.shape, alpha, np.float32), x, y):
+            first = np.isnan(v) & ~seen
+            bits[first] = v.view(np.uint32)[first] | 0x00400000
+            seen |= first
+        return bits.view(np.float32), seen
+    h = hashlib.blake2b(digest_size=16)
+    checked = 0
+    for name, dt in DT.items():
+        shapes = [(37, 300)] + ([(1024, 2100)] if name == "float32" else
+                                [(2048, 2100)] if name == "bfloat16" else [])
+        for shape in shapes:
+            x, y = data(shape, dt), data(shape, dt)
+            x32, y32 = x.astype(np.float32), y.astype(np.float32)
+            for alpha in (2.0, float(np.uint32(0xFFC0BEEF).view(np.float32))):
+                want, has_nan = rule(np.float32(alpha), x32, y32)
+                with np.errstate(all="ignore"):
+                    want = want.astype(dt)
+                for arith in ("numpy", "fma", "ftz", "xla"):
+                    k = tk.Kernel.axpy(alpha, arith)
+                    outs = []
+                    for tail, body in (("mask", "elementwise"), ("pad", "elementwise"),
+                                       ("mask", "blockwise")):
+                        k.body = body
+                        outs.append(k.run(tk.Tiling(*shape, 8, 128, tail), [x, y]))
+                    k.body = "elementwise"
+                    c = tk.Call.from_kernel(k, tk.Tiling(*shape, 8, 128), name)
+                    c.pad = "nan"
+                    outs.append(c.run([x, y])[0])
+                    for out in outs:
+                        u = out.view(np.uint8 if out.itemsize == 1 else
+                                      np.uint16 if out.itemsize == 2 else np.uint32)
+                        w = want.view(u.dtype)
+                        bad = np.flatnonzero(has_nan & (u != w))
+                        assert not bad.size, (name, shape, alpha, arith, bad[:5],
+                                              u.flat[bad[:5]], w.flat[bad[:5]])
+                        checked += int(has_nan.sum())
+                        h.update(out.tobytes())
+    assert checked > 100000, checked
+    print(tk.build_info()["isa"], h.hexdigest())
+"""
+
+
+def test_every_path_runs_axpy_to_the_same_bits_with_a_fixed_nan_rule():
+    digests = {isa: _python(_NAN_RULE, isa).split() for isa in RUNNABLE}
+    for isa, (got, digest) in digests.items():
+        assert got == isa
+        assert digest == digests["portable"][1], f"{isa}: the runs differ from portable's"
