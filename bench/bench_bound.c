@@ -13,9 +13,9 @@
  * packed panels in register tiles: 2 x 8 on the portable and AVX2 paths,
  * 4 x 16 on the AVX-512 path, which adds each tile into the sums from its
  * registers.  Both comparisons and the largest error/bound ratio are
- * vectorized passes.  On one thread, an Intel Xeon (AVX-512) reads 2.76
- * to 2.88 (3.1 to 3.58 before the register writeback and the vectorized
- * comparison), 4.97 with the AVX2 path forced; an AVX-512 AMD EPYC (Zen
+ * vectorized passes.  On one thread, an Intel Xeon (AVX-512) reads 2.48
+ * to 3.10, under 3.0 in most runs (3.1 to 3.58 before the register
+ * writeback and the vectorized comparison), 4.97 with the AVX2 path forced; an AVX-512 AMD EPYC (Zen
  * 5), where the plain matmul is faster against the float64 arithmetic,
  * read 4.2 to 4.5 before them, and an AVX2 one (Zen 3) 4.5 to 5.8: the
  * issue's 3.0 is the aim, 7 a guard.  On two threads the sums start

@@ -98,10 +98,11 @@ static inline double tk__bound_at(const tk__limits *l, double A64, double s)
  * inputs, or an output cast past its format) any NaN counts 0 and anything
  * else infinity; elsewhere a NaN counts infinity, and so does any other
  * difference where no finite bound exists (an infinite magnitude).  Never
- * NaN, so the bits of two ratios order like them.  The cases are chosen
- * by masks, not branches, so that the loops over it vectorize (a quiet NaN
- * raises no flag, and the audit puts back the environment the candidate
- * left). */
+ * NaN (a finite bound is at least 2 k eta > 0, k >= 1), so the bits of two
+ * ratios order like them.  The cases are chosen by masks, not branches, so
+ * that the loops over it vectorize: the division runs on every element and
+ * may raise a flag (Inf / Inf) that the branches avoided, and the audit
+ * puts back the environment the candidate left. */
 static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, double s,
                                  double A64, double *bound)
 {
@@ -159,11 +160,11 @@ static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float 
     int64_t e = 0;
     double b;
     uint64_t top = tk__worst_bits(&l, count, c, want, s, A, &e);
-    while (tk__ratio(&l, c[e], want[e], s[e], A[e], &b) != top)
+    while (tk__ratio(&l, c[e], want[e], s[e], A[e], &b) != top && e + 1 < count)
         e++;
     *at = e;
-    if (bound)
-        *bound = b;
+    if (bound)   /* a NaN sum's sign is the order of its additions': not reported */
+        *bound = isnan(b) ? NAN : b;
     return tk__f64_value(top);
 }
 

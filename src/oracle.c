@@ -5,7 +5,9 @@
  * This file alone is compiled with FMA contraction (the Makefile): every
  * product here is of two floats, exact in float64, so a fused multiply-add
  * rounds exactly as the separate add does, and each path gives the portable
- * C's bits (tests/python/test_isa.py compares the reports).  Where a CPU's
+ * C's bits (tests/python/test_isa.py compares the reports), but for the
+ * sign of a NaN sum, which follows the operand order the compiler picked
+ * (the audit reports none: a NaN bound is the canonical NaN).  Where a CPU's
  * adds and multiplies share ports (Intel's), fusing halves the work. */
 #include "internal.h"
 

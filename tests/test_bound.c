@@ -268,6 +268,53 @@ Test(bound, nan_and_inf_are_judged_not_skipped)
     tk_kernel_destroy(k);
 }
 
+/* The plain f32 matmul of a 4 x 129 by 129 x 16 case. */
+static int plain_4x129x16(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    const float *x = tk_matrix_data(in[0]), *y = tk_matrix_data(in[1]);
+    float *o = tk_matrix_data(out);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 16; j++) {
+            float acc = 0.0f;
+            for (int k = 0; k < 129; k++)
+                acc += x[i * 129 + k] * y[k * 16 + j];
+            o[i * 16 + j] = acc;
+        }
+    return 0;
+}
+
+/* A NaN sum's sign depends on the order of its additions, which differs
+ * between paths: Inf * 0 in the first block of 128 terms makes the
+ * default NaN (negative on x86), a NaN input in the second a positive one.
+ * The bound reported there is the canonical NaN on every path. */
+Test(bound, a_nan_bound_is_the_canonical_nan)
+{
+    static float x[4 * 129], y[129 * 16];
+    for (int i = 0; i < 4 * 129; i++)
+        x[i] = 1.0f;
+    for (int i = 0; i < 129 * 16; i++)
+        y[i] = 1.0f;
+    x[0] = INFINITY, y[0] = 0.0f, x[128] = NAN;
+    tk_kernel *k;
+    tk_audit *a;
+    cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, plain_4x129x16, NULL), TK_OK);
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 4, 129, 16, orig),
+                 TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+    double b = res(a, 0, TK_AUDIT_BOUND);
+    uint64_t bits;
+    memcpy(&bits, &b, sizeof bits);
+    cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_ROW), 0.0);
+    cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_COL), 0.0);
+    cr_assert_eq(bits, 0x7FF8000000000000u, "bound bits %016llx", (unsigned long long)bits);
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
 static int never_called(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
     (void)user;
