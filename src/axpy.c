@@ -9,11 +9,12 @@
 #endif
 
 /* ---- element loops ---------------------------------------------------------
- * No restrict: the output may be exactly an input.  Each loop computes a
- * piece of results into a buffer t from x and y, then stores it: an
- * output that is an input stays correct, and the NaN rule
- * (tk__axpy_nan) is applied only to a piece with a NaN result, which every
- * NaN operand makes: the test costs less than the rule on every element. */
+ * No restrict: the output may be exactly an input.  The vectorized loops of
+ * the default arithmetic compute a piece of results into a buffer t from x
+ * and y, then store it: an output that is an input stays correct, and the
+ * NaN rule (tk__axpy_nan) is applied only to a piece with a NaN result,
+ * which every NaN operand makes: the test costs less than the rule on every
+ * element.  The scalar loops apply it to each element. */
 
 /* Where t, the n results of a * x + y, holds a NaN: every one under the
  * NaN rule. */
@@ -105,6 +106,7 @@ static inline void tk__axpy_line_nt(float *o, const float *x, const float *y, fl
     }
     /* A NaN among the results makes their sum NaN (as may Inf - Inf, when
      * the rule then changes nothing). */
+    _Static_assert(TK__LINE == 16, "a line is four vectors of four floats");
     __m128 sum = _mm_add_ps(_mm_add_ps(v[0], v[1]), _mm_add_ps(v[2], v[3]));
     if (_mm_movemask_ps(_mm_cmpunord_ps(sum, sum))) {
         float t[TK__LINE];

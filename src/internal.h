@@ -341,11 +341,11 @@ static inline float tk__ftz(float x)
 }
 
 /* r, the axpy a * x + y, under the NaN rule: a NaN operand gives its own
- * NaN, made quiet, the first of a, x, y that is one (the source order, as
- * x86's scalar operations give it), whatever order the compiler gave the
- * operands: every loop and path then gives the same bits.  A NaN the
- * arithmetic makes (Inf - Inf, 0 * Inf) is r's.  Masks, not branches, so
- * that the loops vectorize. */
+ * NaN, made quiet, the first of a, x, y that is one, whatever order the
+ * compiler gave the operands and even where a * x is an invalid 0 * Inf:
+ * every loop, path and arithmetic then gives the same bits.  A NaN the
+ * arithmetic makes from numbers (Inf - Inf, 0 * Inf) is r's.  Masks, not
+ * branches, so that the loops vectorize. */
 static inline float tk__axpy_nan(float a, float x, float y, float r)
 {
     uint32_t u = tk__f32_bits(r);

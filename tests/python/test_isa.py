@@ -214,7 +214,8 @@ def test_every_path_audits_reductions_to_the_same_report():
 # tails, the elementwise and the blockwise body, the call of the kernel step
 # by step under NaN padding), under every arithmetic, in every dtype, on
 # data where many elements have two or three NaN operands (alpha, x, y) of
-# both signs with payloads, and where Inf - Inf and 0 * Inf make NaNs; f32
+# both signs with payloads, and where Inf - Inf and 0 * Inf make NaNs (also
+# beside a NaN y: the rule still gives y's); f32
 # and bf16 also on planes past 8 MiB (written by streaming stores).  Each
 # result whose operands hold a NaN must be the first of alpha, x, y that is
 # one, made quiet, cast to the dtype; every result goes into one digest.
@@ -251,7 +252,8 @@ _NAN_RULE = """
         for shape in shapes:
             x, y = data(shape, dt), data(shape, dt)
             x32, y32 = x.astype(np.float32), y.astype(np.float32)
-            for alpha in (2.0, float(np.uint32(0xFFC0BEEF).view(np.float32))):
+            # alpha 0 makes 0 * Inf, an invalid product, beside NaN y.
+            for alpha in (2.0, 0.0, float(np.uint32(0xFFC0BEEF).view(np.float32))):
                 want, has_nan = rule(np.float32(alpha), x32, y32)
                 with np.errstate(all="ignore"):
                     want = want.astype(dt)
@@ -263,9 +265,10 @@ _NAN_RULE = """
                         k.body = body
                         outs.append(k.run(tk.Tiling(*shape, 8, 128, tail), [x, y]))
                     k.body = "elementwise"
-                    c = tk.Call.from_kernel(k, tk.Tiling(*shape, 8, 128), name)
-                    c.pad = "nan"
-                    outs.append(c.run([x, y])[0])
+                    for tail in ("mask", "pad"):
+                        c = tk.Call.from_kernel(k, tk.Tiling(*shape, 8, 128, tail), name)
+                        c.pad = "nan"
+                        outs.append(c.run([x, y])[0])
                     for out in outs:
                         u = out.view(np.uint8 if out.itemsize == 1 else
                                       np.uint16 if out.itemsize == 2 else np.uint32)
