@@ -10,11 +10,10 @@
 
 /* ---- element loops ---------------------------------------------------------
  * No restrict: the output may be exactly an input.  The vectorized loops of
- * the default arithmetic compute a piece of results into a buffer t from x
- * and y, then store it: an output that is an input stays correct, and the
- * NaN rule (tk__axpy_nan) is applied only to a piece with a NaN result,
- * which every NaN operand makes: the test costs less than the rule on every
- * element.  The scalar loops apply it to each element. */
+ * the default arithmetic apply the NaN rule (tk__axpy_nan) only to a run
+ * of results that holds a NaN, which every NaN operand makes: the test
+ * costs less than the rule on every element.  The scalar loops apply it to
+ * each element. */
 
 /* Where t, the n results of a * x + y, holds a NaN: every one under the
  * NaN rule. */
@@ -45,29 +44,56 @@ static inline void tk__axpy_fix_bf16(uint16_t *t, const uint16_t *x, const uint1
 
 enum { TK__PIECE = 256 };
 
-static void tk__axpy_f32(float *o, const float *x, const float *y, int64_t n, float a)
+/* An output that is exactly an input loses the operands the NaN rule
+ * needs as it is written: it goes a piece at a time through a buffer.
+ * Others are written directly, their NaN test folded into the loop.
+ * always_inline: each dispatched path must compile its own copy (flatten
+ * left these two as baseline-ISA calls once they grew). */
+static inline __attribute__((always_inline)) void tk__axpy_f32(float *o, const float *x,
+                                                             const float *y, int64_t n, float a)
 {
-    for (int64_t i = 0; i < n; i += TK__PIECE) {
-        int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
-        float t[TK__PIECE];
-        for (int64_t j = 0; j < m; j++)
-            t[j] = a * x[i + j] + y[i + j];
-        tk__axpy_fix(t, x + i, y + i, m, a);
-        memcpy(o + i, t, (size_t)m * sizeof *t);
+    if (o == x || o == y) {
+        for (int64_t i = 0; i < n; i += TK__PIECE) {
+            int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
+            float t[TK__PIECE];
+            for (int64_t j = 0; j < m; j++)
+                t[j] = a * x[i + j] + y[i + j];
+            tk__axpy_fix(t, x + i, y + i, m, a);
+            memcpy(o + i, t, (size_t)m * sizeof *t);
+        }
+        return;
     }
+    uint32_t nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = a * x[i] + y[i];
+        nan |= (tk__f32_bits(o[i]) & 0x7FFFFFFFu) > 0x7F800000u;
+    }
+    if (nan)
+        tk__axpy_fix(o, x, y, n, a);
 }
 
-static void tk__axpy_bf16(uint16_t *o, const uint16_t *x, const uint16_t *y, int64_t n,
-                          float a)
+static inline __attribute__((always_inline)) void tk__axpy_bf16(uint16_t *o, const uint16_t *x,
+                                                              const uint16_t *y, int64_t n,
+                                                              float a)
 {
-    for (int64_t i = 0; i < n; i += TK__PIECE) {
-        int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
-        uint16_t t[TK__PIECE];
-        for (int64_t j = 0; j < m; j++)
-            t[j] = tk__bf16_from(a * tk__bf16_to(x[i + j]) + tk__bf16_to(y[i + j]));
-        tk__axpy_fix_bf16(t, x + i, y + i, m, a);
-        memcpy(o + i, t, (size_t)m * sizeof *t);
+    if (o == x || o == y) {
+        for (int64_t i = 0; i < n; i += TK__PIECE) {
+            int64_t m = n - i < TK__PIECE ? n - i : TK__PIECE;
+            uint16_t t[TK__PIECE];
+            for (int64_t j = 0; j < m; j++)
+                t[j] = tk__bf16_from(a * tk__bf16_to(x[i + j]) + tk__bf16_to(y[i + j]));
+            tk__axpy_fix_bf16(t, x + i, y + i, m, a);
+            memcpy(o + i, t, (size_t)m * sizeof *t);
+        }
+        return;
     }
+    uint16_t nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+        o[i] = tk__bf16_from(a * tk__bf16_to(x[i]) + tk__bf16_to(y[i]));
+        nan |= (uint16_t)((o[i] & 0x7FFFu) > 0x7F80u);
+    }
+    if (nan)
+        tk__axpy_fix_bf16(o, x, y, n, a);
 }
 
 /* Any dtype under any arithmetic, through f32 chunks: each chunk of x and

@@ -265,6 +265,9 @@ _NAN_RULE = """
                         k.body = body
                         outs.append(k.run(tk.Tiling(*shape, 8, 128, tail), [x, y]))
                     k.body = "elementwise"
+                    for alias in (0, 1):   # the output is an input: in place
+                        io = [x.copy(), y.copy()]
+                        outs.append(k.run(tk.Tiling(*shape, 8, 128), io, io[alias]))
                     for tail in ("mask", "pad"):
                         c = tk.Call.from_kernel(k, tk.Tiling(*shape, 8, 128, tail), name)
                         c.pad = "nan"
