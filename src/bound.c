@@ -113,8 +113,8 @@ static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, doubl
     uint64_t m = c_nan | (0 - (uint64_t)((tk__f64_bits(b) & abs) >= inf));
     r = (r & ~m) | (inf & m);
     r &= ~(0 - (uint64_t)(tk__f32_bits(c) == tk__f32_bits(want)));
-    m = 0 - (uint64_t)(((tk__f32_bits(want) & 0x7FFFFFFFu) > 0x7F800000u) |
-                       ((tk__f64_bits(s) & abs) > inf));
+    m = (0 - (uint64_t)((tk__f32_bits(want) & 0x7FFFFFFFu) > 0x7F800000u)) |
+        (0 - (uint64_t)((tk__f64_bits(s) & abs) > inf));
     r = (r & ~m) | (inf & ~c_nan & m);
     *bound = b;
     return r;
