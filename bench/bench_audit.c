@@ -10,7 +10,9 @@
  * beside them), one thread measures 2.6 to 3.0 on an AVX-512 AMD EPYC
  * (Zen 5), where it was 3.5 to 3.9 (3.1 once); on an AVX-512 Intel Xeon
  * 2.7 to 2.85 since those loops stream as they store, 3.1 to 3.4 when they
- * stored into a staged block first.  The AVX2 path gains little
+ * stored into a staged block first, and 2.6 to 3.0 since the oracle's cast
+ * prefetches the next block (2.8 to 3.3 with the prefetch in the store, in
+ * the same session's alternating runs).  The AVX2 path gains little
  * (the pass is bound by its arithmetic there): forced with TK_ISA=avx2 on
  * the Zen 5 it reads 4.7 to 4.9, and an AVX2 AMD EPYC (Zen 3) read 3.8 to
  * 4.6 before the change, so the limit stays a guard.  On two threads
