@@ -15,10 +15,10 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* Elements in one body call of tk__run_flat: measured best of 256 to 2048
- * on an AVX-512 AMD EPYC (Zen 5), 1.13 to 1.16 the built-in against 1.18
- * to 1.25 at 256 and at 1024. */
-#define TK__RUN 512
+/* Elements in one body call of tk__run_flat, and how many calls ahead its
+ * inputs are prefetched (see there). */
+#define TK__RUN 256
+#define TK__RUNS_AHEAD 2
 
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
@@ -365,20 +365,22 @@ static int tk__run_flat(const tk__exec *e)
     for (int64_t at = 0; at < n; at += TK__RUN) {
         int64_t w = TK__RUN < n - at ? TK__RUN : n - at;
         const float *in[TK_KERNEL_MAX_INPUTS];
-        /* The next run's inputs, and its old output for the undo copy, are
-         * fetched while the body works on this one: one core's reads are
-         * the limit on an Intel Xeon, where this took a custom body from
-         * 1.21-1.26 to 1.07-1.17 the built-in without undo, 2.2-2.5 to
-         * 2.0-2.2 with. */
-        int64_t next = TK__RUN < n - at - w ? TK__RUN : n - at - w;
+        /* The inputs of a run TK__RUNS_AHEAD calls on, and its old output
+         * for the undo copy, are fetched while the body works on this one:
+         * one core's reads are the limit on an Intel Xeon.  The burst of
+         * prefetches has to stay short, or the body waits for it: there a
+         * custom body without undo read 1.21-1.26 the built-in with none,
+         * 1.07-1.17 with the next run of 512 prefetched, 1.24-1.33 with
+         * runs of 1024, 0.94-0.96 with runs of 256 two calls ahead. */
+        int64_t ahead = at + TK__RUNS_AHEAD * w, next = TK__RUN < n - ahead ? TK__RUN : n - ahead;
         for (int i = 0; i < e->n; i++) {
             in[i] = (const float *)tk__in_at(e, i, 0, at);
             for (int64_t b = 0; b < next; b += 16)
-                __builtin_prefetch(in[i] + w + b);
+                __builtin_prefetch(in[i] + TK__RUNS_AHEAD * w + b);
         }
         if (e->undo)
             for (int64_t b = 0; b < next; b += 16)
-                __builtin_prefetch((const float *)tk__out_at(e, 0, at) + w + b);
+                __builtin_prefetch((const float *)tk__out_at(e, 0, ahead) + b);
         int rc = tk__call(e, (tk__rect){at / e->cols, at % e->cols, 1, w}, 1, w, w, in, res);
         if (rc) {
             tk__restore(e, at / e->cols, at / e->cols + 1, at % e->cols);
