@@ -4,9 +4,19 @@
 #include "internal.h"
 
 #include <string.h>
-#if defined(__SSE2__)
+#if TK__ISA_X86
+#include <immintrin.h>
+#elif defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/* How far ahead the streaming loops prefetch their inputs: TK__AHEAD f32
+ * elements, 2 KiB, and as many bytes of bf16.  The hardware prefetcher
+ * stops at each 4 KiB page; with the reads already under way one core's
+ * loads kept up better: on an Intel Xeon the f32 built-in body took a
+ * tenth less time, the bf16 one on the AVX2 path 5 to 9% less (1 to 4 KiB
+ * measured alike). */
+enum { TK__AHEAD = 512 };
 
 /* ---- element loops ---------------------------------------------------------
  * No restrict: the output may be exactly an input.  The vectorized loops of
@@ -179,25 +189,89 @@ static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int
 {
     int64_t c = tk__skew(o, n);
     tk__axpy_part_nt(o, x, y, c, a);
-    for (; c + TK__LINE <= n; c += TK__LINE)
+    for (; c + TK__LINE <= n; c += TK__LINE) {
+        if (c + TK__AHEAD < n) {
+            __builtin_prefetch(x + c + TK__AHEAD);
+            __builtin_prefetch(y + c + TK__AHEAD);
+        }
         tk__axpy_line_nt(o + c, x + c, y + c, a);
+    }
     tk__axpy_part_nt(o + c, x + c, y + c, n - c, a);
 }
+
+#if TK__ISA_X86
+/* tk__axpy_bf16_nt's lines on the AVX-512 path: 32 results a step, from x
+ * and y read before the line of o is written, streamed as one 64-byte
+ * store; a line with a NaN result (which every NaN operand makes) takes
+ * the rule element by element.  The compiled loop of the other paths went
+ * through a buffer and 16-byte stores and took 1.2x this one's time on an
+ * Intel Xeon.  o starts a line; returns the elements done. */
+TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t *x,
+                                                    const uint16_t *y, int64_t n, float a)
+{
+    const __m512 va = _mm512_set1_ps(a);
+    const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+        if (c + 2 * TK__AHEAD < n) {
+            __builtin_prefetch(x + c + 2 * TK__AHEAD);
+            __builtin_prefetch(y + c + 2 * TK__AHEAD);
+        }
+        __m256i h[2];
+        __mmask16 nan = 0;
+        for (int k = 0; k < 2; k++) {
+            __m512 fx = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(x + c + 16 * k))), 16));
+            __m512 fy = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256((const void *)(y + c + 16 * k))), 16));
+            __m512 v = _mm512_add_ps(_mm512_mul_ps(va, fx), fy);
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            /* TK__BF16_ROUND without its NaN lanes: those go below. */
+            __m512i u = _mm512_castps_si512(v);
+            u = _mm512_add_epi32(u, _mm512_add_epi32(
+                                        bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+            h[k] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
+        }
+        if (nan) {
+            uint16_t t[32];
+            for (int k = 0; k < 32; k++) {
+                float fx = tk__bf16_to(x[c + k]), fy = tk__bf16_to(y[c + k]);
+                t[k] = tk__bf16_from(tk__axpy_nan(a, fx, fy, a * fx + fy));
+            }
+            memcpy(h, t, sizeof t);
+        }
+        _mm512_stream_si512((void *)(o + c),
+                            _mm512_inserti64x4(_mm512_castsi256_si512(h[0]), h[1], 1));
+    }
+    return c;
+}
+#endif
 
 /* n bf16 results to o, its whole runs of four 64-byte lines by streaming
  * stores (one NaN test for the four; the rest, under four lines, by
  * ordinary stores): each run is computed into a buffer first, from x and y
  * read before o is written, so an output that is exactly an input stays
- * correct. */
-static inline void tk__axpy_bf16_nt(uint16_t *o, const uint16_t *x, const uint16_t *y,
-                                    int64_t n, float a)
+ * correct.  always_inline, as tk__axpy_f32. */
+static inline __attribute__((always_inline)) void tk__axpy_bf16_nt(uint16_t *o,
+                                                                 const uint16_t *x,
+                                                                 const uint16_t *y,
+                                                                 int64_t n, float a)
 {
 #if defined(__SSE2__)
     enum { L = 4 * 64 / sizeof *o };
     int64_t c = (int64_t)((-(uintptr_t)o & 63) / sizeof *o);
     c = c < n ? c : n;
     tk__axpy_bf16(o, x, y, c, a);
+#if TK__ISA_X86
+    if (tk__isa() == TK__ISA_AVX512)
+        c += tk__axpy_bf16_lines_512(o + c, x + c, y + c, n - c, a);
+#endif
     for (; c + L <= n; c += L) {
+        if (c + 2 * TK__AHEAD < n)
+            for (int k = 0; k < L; k += 64 / sizeof *o) {
+                __builtin_prefetch(x + c + 2 * TK__AHEAD + k);
+                __builtin_prefetch(y + c + 2 * TK__AHEAD + k);
+            }
         uint16_t t[L];   /* a fixed-length loop: no overlap check to pay */
         for (int k = 0; k < L; k++)
             t[k] = tk__bf16_from(a * tk__bf16_to(x[c + k]) + tk__bf16_to(y[c + k]));

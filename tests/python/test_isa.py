@@ -291,3 +291,48 @@ def test_every_path_runs_axpy_to_the_same_bits_with_a_fixed_nan_rule():
     for isa, (got, digest) in digests.items():
         assert got == isa
         assert digest == digests["portable"][1], f"{isa}: the runs differ from portable's"
+
+
+# The built-in bf16 axpy on every code of x and y: a plane past 8 MiB
+# (written by streaming stores, 64-byte lines at a time on the AVX-512
+# path), alone and in place, under the default arithmetic.  Results of
+# operands without a NaN must be numpy's f32(f32(alpha * x) + y) cast to
+# nearest even (subnormals, overflow to Inf and the carries of rounding
+# included), the rest the NaN rule's; every result goes into one digest.
+_BF16_CODES = """
+    import hashlib
+    import ml_dtypes
+    import numpy as np
+    import tilekern as tk
+    rng = np.random.default_rng(29)
+    BF16 = ml_dtypes.bfloat16
+    shape = (2048, 2100)
+    x = rng.integers(0, 1 << 16, shape, dtype=np.uint16).view(BF16)
+    y = rng.integers(0, 1 << 16, shape, dtype=np.uint16).view(BF16)
+    x32, y32 = x.astype(np.float32), y.astype(np.float32)
+    h = hashlib.blake2b(digest_size=16)
+    for alpha in (3.0, -0.7):
+        a = np.float32(alpha)
+        with np.errstate(all="ignore"):
+            r = (a * x32 + y32).astype(BF16).view(np.uint16)
+        operand_nan = np.isnan(x32) | np.isnan(y32)
+        first = np.where(np.isnan(x32), x32, y32).view(np.uint32) | 0x00400000
+        nan_want = first.view(np.float32).astype(BF16).view(np.uint16)
+        k = tk.Kernel.axpy(alpha)
+        t = tk.Tiling(*shape, 8, 128)
+        io = [x.copy(), y.copy()]
+        for out in (k.run(t, [x, y]), k.run(t, io, io[0])):
+            u = out.view(np.uint16)
+            bad = np.flatnonzero(np.where(operand_nan, u != nan_want,
+                                          (u != r) & ~np.isnan(out.astype(np.float32))))
+            assert not bad.size, (alpha, bad[:5], u.flat[bad[:5]], r.flat[bad[:5]])
+            h.update(out.tobytes())
+    print(tk.build_info()["isa"], h.hexdigest())
+"""
+
+
+def test_every_path_runs_bf16_axpy_on_every_code_to_the_same_bits():
+    digests = {isa: _python(_BF16_CODES, isa).split() for isa in RUNNABLE}
+    for isa, (got, digest) in digests.items():
+        assert got == isa
+        assert digest == digests["portable"][1], f"{isa}: the runs differ from portable's"
