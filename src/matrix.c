@@ -67,6 +67,12 @@ int tk_matrix_wrap(tk_matrix **out, int dtype, int64_t rows, int64_t cols,
     if (row_stride < cols)
         return tk__fail(TK_ELAYOUT, "tk_matrix_wrap: row stride %lld is smaller than "
                         "cols %lld", (long long)row_stride, (long long)cols);
+    /* Elements that straddle their size could never reach the line
+     * boundaries the streaming loops start from (and are not C objects). */
+    if ((uintptr_t)data % (uintptr_t)tk__esize(dtype))
+        return tk__fail(TK_ELAYOUT, "tk_matrix_wrap: data at %p is not aligned to its "
+                        "%lld-byte %s elements", data, (long long)tk__esize(dtype),
+                        tk_dtype_name(dtype));
     return tk__matrix_new(out, "tk_matrix_wrap", dtype, rows, cols, row_stride, data);
 }
 

@@ -254,6 +254,10 @@ Test(matrix, bad_input_is_rejected)
     REJECT(tk_matrix_create(&m, TK_DTYPE_BF16, (int64_t)1 << 40, (int64_t)1 << 40),
            TK_EOVERFLOW, "1099511627776x1099511627776");
     REJECT(tk_matrix_wrap(&m, TK_DTYPE_F32, 2, 4, 3, f), TK_ELAYOUT, "stride 3");
+    REJECT(tk_matrix_wrap(&m, TK_DTYPE_F32, 2, 4, 4, (char *)f + 2), TK_ELAYOUT,
+           "not aligned to its 4-byte float32 elements");
+    REJECT(tk_matrix_wrap(&m, TK_DTYPE_BF16, 2, 4, 4, (char *)f + 1), TK_ELAYOUT,
+           "not aligned to its 2-byte bfloat16 elements");
     REJECT(tk_matrix_wrap(&m, TK_DTYPE_F32, 2, 4, 4, NULL), TK_EINVAL, "NULL");
     REJECT(tk_matrix_wrap(&m, TK_DTYPE_F32, 2, -4, 4, f), TK_ESHAPE, "2x-4");
     REJECT(tk_matrix_wrap(&m, TK_DTYPE_F32, INT64_MAX / 2, 4, 4, f), TK_EOVERFLOW,
