@@ -12,8 +12,9 @@
  * 1.15, and on an AVX-512 AMD EPYC (Zen 5) the median read 1.06 to 1.22
  * alone and 1.17 to 1.28 inside a full `make bench` (the body's results
  * go out from scratch by streaming stores, a pass the built-in fuses into
- * its loop); on an AVX-512 Intel Xeon 0.91 to 1.01 with runs of 256 whose
- * inputs are fetched two calls ahead, 1.01 to 1.17 with runs of 512 and
+ * its loop); on an AVX-512 Intel Xeon 1.09 to 1.15 since the built-in
+ * reads ahead line by line (0.91 to 1.01 before), with runs of 256 whose
+ * inputs are fetched two calls ahead; 1.01 to 1.17 with runs of 512 and
  * the next one's fetched, 1.21 to 1.26 before any (with undo 1.84 to 2.2
  * there).
  * The built-in body writes a

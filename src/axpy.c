@@ -267,7 +267,7 @@ static inline __attribute__((always_inline)) void tk__axpy_bf16_nt(uint16_t *o,
         c += tk__axpy_bf16_lines_512(o + c, x + c, y + c, n - c, a);
 #endif
     for (; c + L <= n; c += L) {
-        if (c + 2 * TK__AHEAD < n)
+        if (c + 2 * TK__AHEAD + L <= n)
             for (int k = 0; k < L; k += 64 / sizeof *o) {
                 __builtin_prefetch(x + c + 2 * TK__AHEAD + k);
                 __builtin_prefetch(y + c + 2 * TK__AHEAD + k);

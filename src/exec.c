@@ -276,9 +276,9 @@ static void tk__axpy_rect(const tk__exec *e, tk__rect g, bool stream)
 static int tk__call_failed(const tk__exec *e, tk__rect g, int64_t h, int64_t w, int rc)
 {
     return tk__fail(TK_ECALLBACK, "%s: kernel body returned %d on a %lldx%lld region at "
-                    "row %lld, col %lld; the output is %s%s%s", e->by->fn, rc, (long long)h,
+                    "row %lld, col %lld; the output %s%s%s", e->by->fn, rc, (long long)h,
                     (long long)w, (long long)(e->row0 + g.r), (long long)g.c,
-                    e->partial ? "may be partly written (" : "unchanged",
+                    e->partial ? "may be partly written (" : "is unchanged",
                     e->partial ? e->by->undo_param : "", e->partial ? " is 0)" : "");
 }
 
@@ -371,7 +371,9 @@ static int tk__run_flat(const tk__exec *e)
          * prefetches has to stay short, or the body waits for it: there a
          * custom body without undo read 1.21-1.26 the built-in with none,
          * 1.07-1.17 with the next run of 512 prefetched, 1.24-1.33 with
-         * runs of 1024, 0.94-0.96 with runs of 256 two calls ahead. */
+         * runs of 1024, 0.94-0.96 with runs of 256 two calls ahead (the
+         * prefetches spread over the streaming of the results measured
+         * the same). */
         int64_t ahead = at + TK__RUNS_AHEAD * w, next = TK__RUN < n - ahead ? TK__RUN : n - ahead;
         for (int i = 0; i < e->n; i++) {
             in[i] = (const float *)tk__in_at(e, i, 0, at);
