@@ -19,7 +19,8 @@
  * bf16 ones converted around it), takes 1.7x to 1.9x (f32) and 2.7x to 3.0x
  * (bf16) of it on an AVX-512 AMD EPYC (Zen 5); it is printed as
  * `blocked_loop_..._vs_kernel_run`; on an AVX-512 Intel Xeon 1.10 to 1.18
- * and 1.43 to 1.65.  So the call's machinery is held to that loop, as the
+ * and 1.43 to 1.65, 1.25 and 2.19 since tk_kernel_run's streaming loops
+ * read ahead (and bf16 streams whole lines).  So the call's machinery is held to that loop, as the
  * matmul's is: without undo 1.06 to 1.15 for f32 and 0.89 to 0.96 for bf16
  * on the EPYC (its stretches convert whole rows), 1.18 and 1.26 with the
  * AVX2 path forced (TK_ISA=avx2) against loops built for AVX-512; 1.20 to
@@ -30,7 +31,8 @@
  * measured it.  The ratios to tk_kernel_run keep guards: f32 1.9x to
  * 2.1x without undo and 3.3x to 3.9x with it, bf16 2.5x to 2.9x and 3.7x
  * to 4.1x on the EPYC; 1.42 to 1.48 and 2.8, 1.8 to 2.1 and 3.2 to 3.5 on
- * the Xeon.
+ * the Xeon, 1.71 and 3.34, 2.73 and 5.10 against the faster tk_kernel_run
+ * (so the bf16 guard with undo, 6.5, has less room there).
  *
  * The seed's axpy itself, the built-in kernel, through the general call is
  * the call of the kernel (tk_call_create_kernel), whose host run is
