@@ -493,9 +493,8 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
     /* The compiled loops prefetch it all first: a prefetch in every step
      * of 16 cost them their vector code (the AVX2 path took 5% longer). */
     if (!done)
-        for (int i = 0; i < ahead->n; i++)
-            for (int64_t j = 0; j < ahead->len; j += 16)
-                __builtin_prefetch(ahead->at[i] + j);
+        for (int64_t j = 0; j < ahead->len; j += 16)
+            tk__prefetch_ahead(ahead, j);
     int32_t in_part = part[0], out_part = part[1], scale = part[2];
     if (dtype == TK_DTYPE_F32) {
         memcpy(dst, t, (size_t)n * sizeof *t);

@@ -37,6 +37,13 @@ static inline void tk__axpy_fix(float *t, const float *x, const float *y, int64_
             t[i] = tk__axpy_nan(a, x[i], y[i], t[i]);
 }
 
+/* One bf16 result under the NaN rule. */
+static inline uint16_t tk__axpy_bf16_rule(float a, uint16_t x, uint16_t y)
+{
+    float fx = tk__bf16_to(x), fy = tk__bf16_to(y);
+    return tk__bf16_from(tk__axpy_nan(a, fx, fy, a * fx + fy));
+}
+
 /* The same for bf16: t holds the rounded codes, whose NaNs are the f32
  * results' (the rounding keeps a NaN one). */
 static inline void tk__axpy_fix_bf16(uint16_t *t, const uint16_t *x, const uint16_t *y,
@@ -46,10 +53,8 @@ static inline void tk__axpy_fix_bf16(uint16_t *t, const uint16_t *x, const uint1
     for (int64_t i = 0; i < n; i++)
         nan |= (uint16_t)((t[i] & 0x7FFFu) > 0x7F80u);
     if (nan)
-        for (int64_t i = 0; i < n; i++) {
-            float fx = tk__bf16_to(x[i]), fy = tk__bf16_to(y[i]);
-            t[i] = tk__bf16_from(tk__axpy_nan(a, fx, fy, a * fx + fy));
-        }
+        for (int64_t i = 0; i < n; i++)
+            t[i] = tk__axpy_bf16_rule(a, x[i], y[i]);
 }
 
 enum { TK__PIECE = 256 };
@@ -234,10 +239,8 @@ TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t
         }
         if (nan) {
             uint16_t t[32];
-            for (int k = 0; k < 32; k++) {
-                float fx = tk__bf16_to(x[c + k]), fy = tk__bf16_to(y[c + k]);
-                t[k] = tk__bf16_from(tk__axpy_nan(a, fx, fy, a * fx + fy));
-            }
+            for (int k = 0; k < 32; k++)
+                t[k] = tk__axpy_bf16_rule(a, x[c + k], y[c + k]);
             memcpy(h, t, sizeof t);
         }
         _mm512_stream_si512((void *)(o + c),

@@ -378,7 +378,7 @@ static int tk__run_flat(const tk__exec *e)
         for (int i = 0; i < e->n; i++) {
             in[i] = (const float *)tk__in_at(e, i, 0, at);
             for (int64_t b = 0; b < next; b += 16)
-                __builtin_prefetch(in[i] + TK__RUNS_AHEAD * w + b);
+                __builtin_prefetch((const float *)tk__in_at(e, i, 0, ahead) + b);
         }
         if (e->undo)
             for (int64_t b = 0; b < next; b += 16)

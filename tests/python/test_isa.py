@@ -24,6 +24,14 @@ def _python(code, isa):
     return r.stdout
 
 
+def _same_on_every_path(code, what):
+    """code prints its path's name and a digest: every path's equals portable's."""
+    digests = {isa: _python(code, isa).split() for isa in RUNNABLE}
+    for isa, (got, digest) in digests.items():
+        assert got == isa
+        assert digest == digests["portable"][1], f"{isa}: the {what} differ from portable's"
+
+
 def test_build_info_has_every_field():
     info = tk.build_info()
     assert set(info) == {"version", "isa", "cpu", "TK_ISA", "compiler"}
@@ -152,10 +160,7 @@ _ELEMENTWISE = """
 
 
 def test_every_path_audits_elementwise_cases_to_the_same_report():
-    digests = {isa: _python(_ELEMENTWISE, isa).split() for isa in RUNNABLE}
-    for isa, (got, digest) in digests.items():
-        assert got == isa
-        assert digest == digests["portable"][1], f"{isa}: the audits differ from portable's"
+    _same_on_every_path(_ELEMENTWISE, "audits")
 
 
 # In each path's process: reduction audits (matmul and row sum; float32,
@@ -204,10 +209,7 @@ _REDUCTIONS = """
 
 
 def test_every_path_audits_reductions_to_the_same_report():
-    digests = {isa: _python(_REDUCTIONS, isa).split() for isa in RUNNABLE}
-    for isa, (got, digest) in digests.items():
-        assert got == isa
-        assert digest == digests["portable"][1], f"{isa}: the reports differ from portable's"
+    _same_on_every_path(_REDUCTIONS, "reports")
 
 
 # In each path's process: the built-in axpy run every way (mask and pad
@@ -287,10 +289,7 @@ _NAN_RULE = """
 
 
 def test_every_path_runs_axpy_to_the_same_bits_with_a_fixed_nan_rule():
-    digests = {isa: _python(_NAN_RULE, isa).split() for isa in RUNNABLE}
-    for isa, (got, digest) in digests.items():
-        assert got == isa
-        assert digest == digests["portable"][1], f"{isa}: the runs differ from portable's"
+    _same_on_every_path(_NAN_RULE, "runs")
 
 
 # The built-in bf16 axpy on every code of x and y: a plane past 8 MiB
@@ -333,7 +332,4 @@ _BF16_CODES = """
 
 
 def test_every_path_runs_bf16_axpy_on_every_code_to_the_same_bits():
-    digests = {isa: _python(_BF16_CODES, isa).split() for isa in RUNNABLE}
-    for isa, (got, digest) in digests.items():
-        assert got == isa
-        assert digest == digests["portable"][1], f"{isa}: the runs differ from portable's"
+    _same_on_every_path(_BF16_CODES, "runs")
