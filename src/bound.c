@@ -43,6 +43,7 @@ typedef struct {
     double u, eta, u_out, eta_out;
     bool rounded_products, cast;
     bool probabilistic;   /* the storage-dtype alternative: see tk__limits_of */
+    bool mag32;           /* A's terms summed in f32 per KC block (tk__oracle_mag32) */
 } tk__acc;
 
 static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
@@ -78,8 +79,10 @@ static tk__limits tk__limits_of(const tk__acc *r, int64_t k)
     tk__limits l = {.g53 = tk__gamma((double)k, 0x1p-53), .eta = 2.0 * (double)k * r->eta,
                     .u_out = r->u_out, .eta_out = r->eta_out, .cast = r->cast};
     /* A64 is the float64 sum of the k exact |a b|: at most gamma_53(k - 1)
-     * below their sum A (gamma_53(k) leaves room for this division). */
-    l.den = 1.0 - l.g53;
+     * below their sum A (gamma_53(k) leaves room for this division).  With
+     * mag32 it is the float64 sum of float32 sums of KC exact terms, each
+     * at most gamma_24(KC) below its terms' sum. */
+    l.den = (1.0 - l.g53) * (r->mag32 ? 1.0 - tk__gamma(TK__KC, 0x1p-24) : 1.0);
     l.g = r->probabilistic ? expm1(8.0 * sqrt(n) * r->u + n * r->u * r->u / (1.0 - r->u))
                            : tk__gamma(n, r->u);
     return l;
@@ -500,7 +503,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
      * oracle itself, and the gap has no input part. */
     bool exact = c->dtype == TK_DTYPE_F32;
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
-                  c->dtype, k};
+                  c->dtype, k, false};
+    p.mag32 = tk__oracle_mag32(&p);
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!rc) {
@@ -524,9 +528,10 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         int64_t nt = post ? threads : 1;
         if (!post)
             post = &one;
+        tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
+        acc.mag32 = p.mag32;
         for (int64_t t = 0; t < nt; t++) {
-            post[t] = (tk__post){.acc = tk__acc_of(kc->reduce, c->dtype, kc->accum,
-                                                   c->out_dtype),
+            post[t] = (tk__post){.acc = acc,
                                  .r0 = m * t / nt, .r1 = m * (t + 1) / nt, .n = n, .k = k,
                                  .out_dtype = c->out_dtype, .cand = cand, .want = want,
                                  .so32 = so32, .s = s, .A = A, .o = exact ? NULL : o};

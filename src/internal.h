@@ -709,6 +709,7 @@ typedef struct {
     const float *ox, *oy;  /* the originals; ox NULL: not wanted (f32 inputs) */
     int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
     int64_t k_end;         /* terms [0, k_end) */
+    bool mag32;            /* tk__oracle_mag32: the main pass sums magnitudes in f32 */
 } tk__pass;
 
 /* The blocking of a matmul pass: KC terms at a time, MC rows of x packed
@@ -723,6 +724,10 @@ int64_t tk__pack_doubles(int64_t n);
  * round, each product rounded to p->dtype first (no o). */
 void tk__oracle_sums(const tk__pass *p, bool round, double *s, double *A, double *o,
                      double *pack);
+/* Whether a matmul pass may sum its magnitudes in float32 per KC block:
+ * inputs narrower than float32 whose products of magnitudes are all exact
+ * float32 values (zero or at least FLT_MIN) and KC of them finite. */
+bool tk__oracle_mag32(const tk__pass *p);
 
 /* Audit one reduction case (bound.c): stored inputs, the candidate, the
  * float64 oracle and bound, the gap, the diagnosis. */

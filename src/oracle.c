@@ -8,7 +8,12 @@
  * C's bits (tests/python/test_isa.py compares the reports), but for the
  * sign of a NaN sum, which follows the operand order the compiler picked
  * (the audit reports none: a NaN bound is the canonical NaN).  Where a CPU's
- * adds and multiplies share ports (Intel's), fusing halves the work. */
+ * adds and multiplies share ports (Intel's), fusing halves the work.
+ *
+ * A matmul's main pass sums the magnitudes in float32 within each KC block
+ * where tk__oracle_mag32 allows it: there every product of magnitudes is
+ * exact in float32 and every partial sum normal and finite, so fusing
+ * changes no bit either, and a vector holds twice the terms. */
 #include "internal.h"
 
 #include <math.h>
@@ -24,28 +29,63 @@ int64_t tk__pack_doubles(int64_t n)
 
 /* Four doubles (one AVX2 register); aligned(8) so that a packed panel
  * needs no more.  Eight would be one AVX-512 register, but gcc spills them
- * on the other paths. */
+ * on the other paths.  tk__f8: the eight float32 magnitudes of a panel. */
 typedef double tk__d4 __attribute__((vector_size(32), aligned(8)));
+typedef float tk__f8 __attribute__((vector_size(32), aligned(4)));
+
+bool tk__oracle_mag32(const tk__pass *p)
+{
+    if (!p->y || p->dtype == TK_DTYPE_F32)   /* float32 products need 48 bits */
+        return false;
+    /* The largest magnitude and the smallest nonzero one of x and of y, as
+     * bits (a zero's wraps past every other). */
+    uint32_t top[2] = {0, 0}, low[2] = {UINT32_MAX, UINT32_MAX};
+    const float *v[2] = {p->x, p->y};
+    int64_t len[2] = {p->m * p->k, p->k * p->n};
+    for (int i = 0; i < 2; i++)
+        for (int64_t e = 0; e < len[i]; e++) {
+            uint32_t b = tk__f32_bits(v[i][e]) & 0x7FFFFFFFu;
+            top[i] = b > top[i] ? b : top[i];
+            low[i] = b - 1 < low[i] ? b - 1 : low[i];
+        }
+    if (top[0] >= 0x7F800000u || top[1] >= 0x7F800000u)   /* Inf or NaN */
+        return false;
+    /* Products of two significands of at most 12 bits, at least FLT_MIN
+     * (zeros aside), and KC of them at most 2^127. */
+    double big = (double)tk__f32_value(top[0]) * tk__f32_value(top[1]) * TK__KC;
+    double small = (double)tk__f32_value(low[0] + 1) * tk__f32_value(low[1] + 1);
+    return big <= 0x1p127 && (low[0] == UINT32_MAX || low[1] == UINT32_MAX ||
+                              small >= 0x1p-126);
+}
 
 /* One output tile of 2 rows by NR = 8 columns: the sums over kc terms of
  * x y, |x| |y| and, when orig, ox oy, into acc (per sum and row, two
  * halves).  xp holds per term (x, |x|, ox) of each row, yp per term the NR
- * values of y, |y| and oy. */
+ * values of y, |y| and oy; with mag32 each magnitude slot holds a float32
+ * (yp's: NR of them), and the magnitudes are summed in float32. */
 static inline __attribute__((always_inline)) void tk__tile(const double *xp, const double *yp,
-                                                           int64_t kc, bool orig, tk__d4 *acc)
+                                                           int64_t kc, bool orig, bool mag32,
+                                                           tk__d4 *acc)
 {
     tk__d4 s00 = {0}, s01 = {0}, s10 = {0}, s11 = {0}, a00 = {0}, a01 = {0}, a10 = {0},
            a11 = {0}, o00 = {0}, o01 = {0}, o10 = {0}, o11 = {0};
+    tk__f8 m0 = {0}, m1 = {0};
     for (int64_t k = 0; k < kc; k++, xp += 6, yp += 3 * TK__NR) {
         const tk__d4 *v = (const tk__d4 *)yp;
         s00 += xp[0] * v[0];
         s01 += xp[0] * v[1];
         s10 += xp[3] * v[0];
         s11 += xp[3] * v[1];
-        a00 += xp[1] * v[2];
-        a01 += xp[1] * v[3];
-        a10 += xp[4] * v[2];
-        a11 += xp[4] * v[3];
+        if (mag32) {
+            tk__f8 w = *(const tk__f8 *)(const void *)(yp + TK__NR);
+            m0 += *(const float *)(const void *)(xp + 1) * w;
+            m1 += *(const float *)(const void *)(xp + 4) * w;
+        } else {
+            a00 += xp[1] * v[2];
+            a01 += xp[1] * v[3];
+            a10 += xp[4] * v[2];
+            a11 += xp[4] * v[3];
+        }
         if (orig) {
             o00 += xp[2] * v[4];
             o01 += xp[2] * v[5];
@@ -53,46 +93,71 @@ static inline __attribute__((always_inline)) void tk__tile(const double *xp, con
             o11 += xp[5] * v[5];
         }
     }
+    if (mag32)
+        for (int c = 0; c < 4; c++) {
+            a00[c] = m0[c], a01[c] = m0[c + 4];
+            a10[c] = m1[c], a11[c] = m1[c + 4];
+        }
     acc[0] = s00, acc[1] = s01, acc[2] = s10, acc[3] = s11;
     acc[4] = a00, acc[5] = a01, acc[6] = a10, acc[7] = a11;
     acc[8] = o00, acc[9] = o01, acc[10] = o10, acc[11] = o11;
 }
 
 #if TK__ISA_X86
-/* Eight doubles, one AVX-512 register. */
+/* Eight doubles, one AVX-512 register; sixteen floats, another. */
 typedef double tk__d8 __attribute__((vector_size(64), aligned(8)));
+typedef float tk__f16 __attribute__((vector_size(64), aligned(4)));
 
 /* The AVX-512 tile: 4 rows by 2 NR = 16 columns, two neighbouring y panels
  * (y0, y1) and two row pairs of x (x0, x1), its three sums in 24 of the 32
- * registers, so that a term's 6 vector loads and 12 broadcasts stay under
- * its 24 multiply-adds (the 2 x 8 tile has as many loads as multiply-adds,
- * and ran at half this one's speed on an AVX-512 AMD EPYC).  Each element's
- * terms are added in k order from zero, as in tk__tile: the same bits.
- * The sums are then added into out[0..2] (rows n apart), from the
- * registers where all 16 columns are in the matrix (cols), else through
- * memory for the first cols. */
+ * registers (with mag32 the magnitudes' in 4), so that a term's vector
+ * loads and broadcasts stay under its multiply-adds (the 2 x 8 tile has as
+ * many loads as multiply-adds, and ran at half this one's speed on an
+ * AVX-512 AMD EPYC).  Each element's terms are added in k order from zero,
+ * as in tk__tile: the same bits.  The sums are then added into out[0..2]
+ * (rows n apart), from the registers where all 16 columns are in the
+ * matrix (cols), else through memory for the first cols. */
 static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
                                                              const double *x1,
                                                              const double *y0,
                                                              const double *y1, int64_t kc,
-                                                             bool orig, double *const out[3],
+                                                             bool orig, bool mag32,
+                                                             double *const out[3],
                                                              int64_t n, int64_t cols)
 {
     tk__d8 sum[3][4][2] = {{{{0}}}};
+    tk__f16 mag[4] = {{0}};
     for (int64_t k = 0; k < kc; k++) {
         const tk__d8 *v[2] = {(const tk__d8 *)(y0 + k * 3 * TK__NR),
                               (const tk__d8 *)(y1 + k * 3 * TK__NR)};
         const double *xr[4] = {x0 + k * 6, x0 + k * 6 + 3, x1 + k * 6, x1 + k * 6 + 3};
+        tk__f16 w = {0};
+        if (mag32)
+            w = __builtin_shufflevector(*(const tk__f8 *)(const void *)(v[0] + 1),
+                                        *(const tk__f8 *)(const void *)(v[1] + 1), 0, 1, 2,
+                                        3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 4; r++) {
+            if (mag32)
+                mag[r] += *(const float *)(const void *)(xr[r] + 1) * w;
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 sum[0][r][h] += xr[r][0] * v[h][0];
-                sum[1][r][h] += xr[r][1] * v[h][1];
+                if (!mag32)
+                    sum[1][r][h] += xr[r][1] * v[h][1];
                 if (orig)
                     sum[2][r][h] += xr[r][2] * v[h][2];
             }
+        }
     }
+    if (mag32)
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            sum[1][r][0] = __builtin_convertvector(
+                __builtin_shufflevector(mag[r], mag[r], 0, 1, 2, 3, 4, 5, 6, 7), tk__d8);
+            sum[1][r][1] = __builtin_convertvector(
+                __builtin_shufflevector(mag[r], mag[r], 8, 9, 10, 11, 12, 13, 14, 15), tk__d8);
+        }
     if (cols == 2 * TK__NR) {
 #pragma GCC unroll 3
         for (int q = 0; q < 3; q++)
@@ -118,7 +183,7 @@ static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
  * % 4 rows the caller's 2 x 8 tiles still owe.  Elsewhere, none. */
 TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int64_t kc,
                                          int64_t mc, int64_t pairs, int64_t n, double *s,
-                                         double *A, double *o)
+                                         double *A, double *o, bool mag32)
 {
     for (int64_t t = 0; t < pairs * 2; t += 2)
         for (int64_t r = 0; r + 4 <= mc; r += 4) {
@@ -126,27 +191,30 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
             double *const out[3] = {s + at, A + at, o ? o + at : NULL};
             const double *x0 = xp + r / 2 * kc * 6, *y0 = yp + t * kc * 3 * TK__NR;
             cols = cols < 2 * TK__NR ? cols : 2 * TK__NR;
-            if (o)
-                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, true, out, n, cols);
+            const double *x1 = x0 + kc * 6, *y1 = y0 + kc * 3 * TK__NR;
+            if (mag32)   /* three copies of the tile, one per kind of pass */
+                tk__tile16(x0, x1, y0, y1, kc, true, true, out, n, cols);
+            else if (o)
+                tk__tile16(x0, x1, y0, y1, kc, true, false, out, n, cols);
             else
-                tk__tile16(x0, x0 + kc * 6, y0, y0 + kc * 3 * TK__NR, kc, false, out, n,
-                           cols);
+                tk__tile16(x0, x1, y0, y1, kc, false, false, out, n, cols);
         }
 }
 
 static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t mc,
-                        int64_t tiles, int64_t n, double *s, double *A, double *o)
+                        int64_t tiles, int64_t n, double *s, double *A, double *o, bool mag32)
 {
     if (tk__isa() != TK__ISA_AVX512)
         return 0;
-    tk__wide_pairs(xp, yp, kc, mc, tiles / 2, n, s, A, o);
+    tk__wide_pairs(xp, yp, kc, mc, tiles / 2, n, s, A, o, mag32);
     return tiles / 2 * 2;
 }
 #else
 static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t mc,
-                        int64_t tiles, int64_t n, double *s, double *A, double *o)
+                        int64_t tiles, int64_t n, double *s, double *A, double *o, bool mag32)
 {
-    (void)xp, (void)yp, (void)kc, (void)mc, (void)tiles, (void)n, (void)s, (void)A, (void)o;
+    (void)xp, (void)yp, (void)kc, (void)mc, (void)tiles, (void)n, (void)s, (void)A, (void)o,
+        (void)mag32;
     return 0;
 }
 #endif
@@ -157,10 +225,11 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t 
  * only the additions round; each element's terms are added in a fixed
  * order (k order; for a matmul's main pass, blocks of KC in k order, each
  * block's sum added to the running one), whatever the path or the split of
- * rows between threads.  A matmul
- * packs y by KC-term panels of NR columns and x by MC-row blocks, and keeps
- * each 2 x NR tile's sums in registers over a panel.  round: each product
- * rounded to p->dtype first (a diagnosis pass; no o). */
+ * rows between threads.  A matmul packs y by KC-term panels of NR columns
+ * and x by MC-row blocks, and keeps each 2 x NR tile's sums in registers
+ * over a panel; its main pass (o) with p->mag32 sums a block's magnitudes
+ * in float32 and adds that sum to A.  round: each product rounded to
+ * p->dtype first (a diagnosis pass; no o). */
 TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
                        double *pack), (p, round, s, A, o, pack))
 {
@@ -193,18 +262,23 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         return;
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
+    bool mag32 = p->mag32 && o;   /* the main pass */
     double *yp = pack, *xp = pack + TK__KC * tiles * TK__NR * 3;
     for (int64_t k0 = 0; k0 < p->k_end; k0 += TK__KC) {
         int64_t kc = p->k_end - k0 < TK__KC ? p->k_end - k0 : TK__KC;
         for (int64_t t = 0; t < tiles; t++)
             for (int64_t k = 0; k < kc; k++) {
                 double *d = yp + (t * kc + k) * 3 * TK__NR;
+                float *dm = (float *)(void *)(d + TK__NR);
                 const float *yk = p->y + (k0 + k) * n;
                 const float *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
                 if ((t + 1) * TK__NR <= n) {   /* a whole panel: no tests, vectorized */
                     for (int64_t c = 0; c < TK__NR; c++) {
                         d[c] = yk[t * TK__NR + c];
-                        d[TK__NR + c] = fabsf(yk[t * TK__NR + c]);
+                        if (mag32)
+                            dm[c] = fabsf(yk[t * TK__NR + c]);
+                        else
+                            d[TK__NR + c] = fabsf(yk[t * TK__NR + c]);
                         d[2 * TK__NR + c] = oyk ? oyk[t * TK__NR + c] : 0.0;
                     }
                     continue;
@@ -212,7 +286,10 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                 for (int64_t c = 0; c < TK__NR; c++) {
                     int64_t j = t * TK__NR + c;
                     d[c] = j < n ? yk[j] : 0.0;
-                    d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
+                    if (mag32)
+                        dm[c] = j < n ? fabsf(yk[j]) : 0.0f;
+                    else
+                        d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
                     d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
                 }
             }
@@ -224,19 +301,24 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                     bool in = r < mc;
                     float v = in ? p->x[(i0 + r) * p->k + k0 + k] : 0.0f;
                     d[0] = v;
-                    d[1] = fabsf(v);
+                    if (mag32)
+                        *(float *)(void *)(d + 1) = fabsf(v);
+                    else
+                        d[1] = fabsf(v);
                     d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + k] : 0.0;
                 }
             int64_t wide = tk__wide(xp, yp, kc, mc, tiles, n, s + i0 * n, A + i0 * n,
-                                    o ? o + i0 * n : NULL);
+                                    o ? o + i0 * n : NULL, mag32);
             for (int64_t t = 0; t < tiles; t++)
                 for (int64_t r = t < wide ? mc / 4 * 4 : 0; r < mc; r += 2) {
                     tk__d4 acc[12];
                     const double *xt = xp + r / 2 * kc * 6, *yt = yp + t * kc * 3 * TK__NR;
-                    if (o)   /* two copies of the tile: with and without the third sum */
-                        tk__tile(xt, yt, kc, true, acc);
+                    if (mag32)   /* three copies of the tile, one per kind of pass */
+                        tk__tile(xt, yt, kc, true, true, acc);
+                    else if (o)
+                        tk__tile(xt, yt, kc, true, false, acc);
                     else
-                        tk__tile(xt, yt, kc, false, acc);
+                        tk__tile(xt, yt, kc, false, false, acc);
                     for (int64_t h = 0; h < 2 && r + h < mc; h++) {
                         int64_t at = (i0 + r + h) * n + t * TK__NR;
                         for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {

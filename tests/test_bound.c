@@ -191,13 +191,17 @@ Test(bound, the_oracle_and_the_gap_are_exact_on_exact_data)
             cr_assert_eq(res(a, 0, TK_AUDIT_GAP_OUTPUT_MAX_ABS), (double)(float)out_part);
             cr_assert_eq(res(a, 0, TK_AUDIT_GAP_MAX_ABS), (double)gap);
             /* Element (0, 0)'s bound: gamma(K - 1) of its magnitudes, plus
-             * terms some 2^-29 smaller. */
-            double g = (EK - 1) * 0x1p-24 / (1.0 - (EK - 1) * 0x1p-24);
+             * terms some 2^-29 smaller.  The matmul sums magnitudes in
+             * float32 per 128 terms, each sum within gamma_24(128) of its
+             * terms', and takes the total at its upper bound: never below
+             * gamma A, at most (1 + g) / (1 - g) above it. */
+            double g = (EK - 1) * 0x1p-24 / (1.0 - (EK - 1) * 0x1p-24),
+                   g128 = mm ? 128 * 0x1p-24 / (1.0 - 128 * 0x1p-24) : 0.0;
             cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_ROW), 0.0);
             cr_assert_eq(res(a, 0, TK_AUDIT_BOUND_COL), 0.0);
             double b = res(a, 0, TK_AUDIT_BOUND);
-            cr_assert(b >= g * A0 && b <= g * A0 * (1.0 + 0x1p-28),
-                      "bound %.17g, gamma A %.17g", b, g * A0);
+            cr_assert(b >= g * A0 && b <= g * A0 * (1.0 + g128) / (1.0 - g128) * (1.0 + 0x1p-28),
+                      "mm %d bound %.17g, gamma A %.17g", mm, b, g * A0);
             tk_audit_destroy(a);
             tk_kernel_destroy(k);
         }

@@ -111,9 +111,10 @@ def test_products_rounded_and_missing_initialization_are_named():
     assert r.cases[0].diagnosis == "missing-initialization"
 
 
-def test_the_bound_is_gamma_k_minus_1_sum_abs_plus_the_cast():
-    rng = np.random.default_rng(7)
-    x, y = rng.standard_normal((4, 300), np.float32), rng.standard_normal((300, 5), np.float32)
+def bound_of(x, y, scale):
+    """The bound of every case the test below audits, over (x, y) scaled, from
+    numpy in float64, and whether the sum of magnitudes came from float32."""
+    x, y = (x * scale).astype(np.float32), (y * scale).astype(np.float32)
     def into(x, y, out):
         out[...] = blocked(x, y).astype(out.dtype)
     a = tk.Audit(tk.Kernel.matmul(), into)
@@ -123,17 +124,35 @@ def test_the_bound_is_gamma_k_minus_1_sum_abs_plus_the_cast():
     xb, yb = f32(x.astype(BF16)).astype(np.float64), f32(y.astype(BF16)).astype(np.float64)
     s, A = xb @ yb, np.abs(xb) @ np.abs(yb)
     u, n = 2.0 ** -24, 299
-    acc = n * u / (1 - n * u) * A + 2 * 300 * 2.0 ** -150 + 300 * 2.0 ** -53 / (
-        1 - 300 * 2.0 ** -53) * A
+    # Products of magnitudes exact in float32 (at least FLT_MIN), 128 of them
+    # finite: the library sums them in float32 per 128 terms, each sum within
+    # gamma_24(128) of its terms', and takes the total at its upper bound.
+    prods = np.abs(xb).max() * np.abs(yb).max() * 128, np.abs(xb).min() * np.abs(yb).min()
+    mag32 = prods[0] <= 2.0 ** 127 and prods[1] >= 2.0 ** -126
+    g128 = 128 * u / (1 - 128 * u) if mag32 else 0.0
     for case, cast in ((a.result(0), True), (a.result(1), False)):
         r, c = case.bound_at
-        want = acc[r, c] + (2.0 ** -8 * (abs(s[r, c]) + acc[r, c]) + 2.0 ** -134
-                            if cast else 0.0)
-        # The sum of magnitudes is a float64 sum of exact products, taken at
-        # its upper bound A64 / (1 - gamma_53(k)); numpy's A64 adds in
-        # another order, so the two agree to gamma_53(k), not to the bit.
-        assert want * (1 - 1e-12) <= case.bound <= want * (1 + 1e-12)
+        lo_hi = []
+        for mag in (A[r, c], A[r, c] * (1 + g128) / (1 - g128)):
+            acc = n * u / (1 - n * u) * mag + 2 * 300 * 2.0 ** -150 + 300 * 2.0 ** -53 / (
+                1 - 300 * 2.0 ** -53) * mag
+            lo_hi.append(acc + (2.0 ** -8 * (abs(s[r, c]) + acc) + 2.0 ** -134 if cast else 0.0))
         assert case.depth == 300 and case.rows == 4 and case.cols == 5
+        yield case.bound, lo_hi, mag32, cast
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0 ** 60, 2.0 ** -66])
+def test_the_bound_is_gamma_k_minus_1_sum_abs_plus_the_cast(scale):
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((4, 300)), rng.standard_normal((300, 5))
+    for bound, (lo, hi), mag32, cast in bound_of(x, y, scale):
+        # Data scaled past float32's range for 128 products sums magnitudes
+        # in float64 (mag32 false): then lo == hi.  numpy's sum of
+        # magnitudes adds in another order, so it agrees to gamma_53(k).
+        assert mag32 == (scale == 1.0)
+        assert lo * (1 - 1e-12) <= bound <= hi * (1 + 1e-12), (bound, lo, hi)
+        if mag32 and not cast:   # float32 sums taken: 1 / (1 - gamma_24(128)) shows
+            assert bound > lo * (1 + 1e-6)
 
 
 def test_bad_input_is_refused_clearly():
