@@ -208,9 +208,9 @@ static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int
 /* tk__axpy_bf16_nt's lines on the AVX-512 path: 32 results a step, from x
  * and y read before the line of o is written, streamed as one 64-byte
  * store; a line with a NaN result (which every NaN operand makes) takes
- * the rule element by element.  The compiled loop of the other paths went
- * through a buffer and 16-byte stores and took 1.2x this one's time on an
- * Intel Xeon.  o starts a line; returns the elements done. */
+ * the rule element by element.  The compiled loop of the portable path
+ * goes through a buffer and 16-byte stores and took 1.2x this one's time
+ * on an Intel Xeon.  o starts a line; returns the elements done. */
 TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t *x,
                                                     const uint16_t *y, int64_t n, float a)
 {
@@ -248,6 +248,51 @@ TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t
     }
     return c;
 }
+
+/* The same on the AVX2 path, a line as four vectors of 8 results packed
+ * into two 32-byte streaming stores (the compiled loop took 1.5x to 1.8x
+ * its time on an Intel Xeon). */
+TK__ON_AVX2 static int64_t tk__axpy_bf16_lines_256(uint16_t *o, const uint16_t *x,
+                                                  const uint16_t *y, int64_t n, float a)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+        if (c + 2 * TK__AHEAD < n) {
+            __builtin_prefetch(x + c + 2 * TK__AHEAD);
+            __builtin_prefetch(y + c + 2 * TK__AHEAD);
+        }
+        __m256i h[4];
+        int nan = 0;
+        for (int k = 0; k < 4; k++) {
+            __m256 fx = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(x + c + 8 * k))), 16));
+            __m256 fy = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(y + c + 8 * k))), 16));
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(va, fx), fy);
+            nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            __m256i u = _mm256_castps_si256(v);
+            u = _mm256_add_epi32(u, _mm256_add_epi32(
+                                        bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+            h[k] = _mm256_srli_epi32(u, 16);
+        }
+        /* packus interleaves 128-bit lanes; the permute puts them back in
+         * order (the codes fit 16 bits, so nothing saturates). */
+        __m256i lo = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[0], h[1]), 0xD8),
+                hi = _mm256_permute4x64_epi64(_mm256_packus_epi32(h[2], h[3]), 0xD8);
+        if (nan) {
+            uint16_t t[32];
+            for (int k = 0; k < 32; k++)
+                t[k] = tk__axpy_bf16_rule(a, x[c + k], y[c + k]);
+            memcpy(&lo, t, sizeof lo);
+            memcpy(&hi, t + 16, sizeof hi);
+        }
+        _mm256_stream_si256((void *)(o + c), lo);
+        _mm256_stream_si256((void *)(o + c + 16), hi);
+    }
+    return c;
+}
 #endif
 
 /* n bf16 results to o, its whole runs of four 64-byte lines by streaming
@@ -268,6 +313,8 @@ static inline __attribute__((always_inline)) void tk__axpy_bf16_nt(uint16_t *o,
 #if TK__ISA_X86
     if (tk__isa() == TK__ISA_AVX512)
         c += tk__axpy_bf16_lines_512(o + c, x + c, y + c, n - c, a);
+    else if (tk__isa() == TK__ISA_AVX2)
+        c += tk__axpy_bf16_lines_256(o + c, x + c, y + c, n - c, a);
 #endif
     for (; c + L <= n; c += L) {
         if (c + 2 * TK__AHEAD + L <= n)
