@@ -12,10 +12,11 @@
  * 2.7 to 2.85 since those loops stream as they store, 3.1 to 3.4 when they
  * stored into a staged block first, and 2.6 to 3.0 since the oracle's cast
  * prefetches the next block (2.8 to 3.3 with the prefetch in the store, in
- * the same session's alternating runs).  The AVX2 path gains little
- * (the pass is bound by its arithmetic there): forced with TK_ISA=avx2 on
- * the Zen 5 it reads 4.7 to 4.9, and an AVX2 AMD EPYC (Zen 3) read 3.8 to
- * 4.6 before the change, so the limit stays a guard.  On two threads
+ * the same session's alternating runs).  The AVX2 path got loops of its
+ * own for the bf16 store, cast and axpy: forced with TK_ISA=avx2 on the
+ * Xeon it reads 3.2 to 3.4, where its compiled loops read 3.9 to 4.6 (4.7
+ * to 4.9 forced on the Zen 5; an AVX2 AMD EPYC, Zen 3, read 3.8 to 4.6
+ * before the streaming stores), so the limit stays a guard.  On two threads
  * (TK_KERNEL_THREADS 2, the machine's cores) the Zen 5 reads 1.9 to 2.7,
  * and as much as the one thread in the runs where the VM's second core
  * gives no speedup (1.0 instead of 1.3 to 1.5): that limit is a guard at

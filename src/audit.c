@@ -359,10 +359,37 @@ TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool s
         _mm256_storeu_si256((__m256i *)(void *)d, h);
 }
 
-/* tk__store's bfloat16 case on the AVX-512 path, sixteen floats a step
- * (the compiled loop ran in half-width vectors, its constants rebuilt every
- * step, and took a quarter more time in the pass); returns the elements
- * done, the rest left to the scalar loop. */
+/* The same two on eight lanes of the AVX2 path; a put takes two vectors,
+ * a half line of codes. */
+TK__ON_AVX2 static inline __m256i tk__bf16_round_256(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(
+                                                          _mm256_set1_epi32(0x7FFF), odd)),
+                                 _mm256_set1_epi32((int)0xFFFF0000u));
+    __m256i nan = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
+                                  _mm256_set1_epi32(0x7FC00000));
+    return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+TK__ON_AVX2 static inline void tk__bf16_put_256(uint16_t *d, __m256i r0, __m256i r1,
+                                               bool stream)
+{
+    /* packus interleaves 128-bit lanes; the permute puts them back in order
+     * (the codes fit 16 bits, so nothing saturates). */
+    __m256i h = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_srli_epi32(r0, 16), _mm256_srli_epi32(r1, 16)), 0xD8);
+    if (stream)
+        _mm256_stream_si256((__m256i *)(void *)d, h);
+    else
+        _mm256_storeu_si256((__m256i *)(void *)d, h);
+}
+
+/* tk__store's bfloat16 case on the AVX-512 and AVX2 paths, sixteen floats
+ * a step (the compiled loop ran in half-width vectors, its constants
+ * rebuilt every step, and took a quarter more time in the pass on
+ * AVX-512); returns the elements done, the rest left to the scalar loop. */
 TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
                                                uint16_t *restrict d, float *restrict p,
                                                int64_t n, bool stream)
@@ -375,11 +402,25 @@ TK__ON_AVX512 static int64_t tk__store_bf16_512(const float *restrict src,
     }
     return j;
 }
+
+TK__ON_AVX2 static int64_t tk__store_bf16_256(const float *restrict src, uint16_t *restrict d,
+                                             float *restrict p, int64_t n, bool stream)
+{
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256i r0 = tk__bf16_round_256(_mm256_loadu_ps(src + j)),
+                r1 = tk__bf16_round_256(_mm256_loadu_ps(src + j + 8));
+        tk__bf16_put_256(d + j, r0, r1, stream);
+        _mm256_storeu_ps(p + j, _mm256_castsi256_ps(r0));
+        _mm256_storeu_ps(p + j + 8, _mm256_castsi256_ps(r1));
+    }
+    return j;
+}
 #endif
 
 /* Store n f32 values in the dtype at dst (round to nearest even) and their
- * stored values, promoted back to f32, in p; `stream` (AVX-512 and bf16
- * only, dst starting a half line): dst by streaming stores. */
+ * stored values, promoted back to f32, in p; `stream` (AVX-512 or AVX2 and
+ * bf16 only, dst starting a half line): dst by streaming stores. */
 TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst, float *restrict p, int64_t n, bool stream),
             (dtype, src, dst, p, n, stream))
 {
@@ -397,6 +438,8 @@ TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst
 #if TK__ISA_X86
     if (tk__isa() == TK__ISA_AVX512)
         done = tk__store_bf16_512(src, dst, p, n, stream);
+    else if (tk__isa() == TK__ISA_AVX2)
+        done = tk__store_bf16_256(src, dst, p, n, stream);
 #else
     (void)stream;
 #endif
@@ -475,6 +518,51 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
     part[2] = _mm512_reduce_max_epi32(scale);
     return j;
 }
+
+/* tk__max_abs_bits on eight lanes, and the largest of them. */
+TK__ON_AVX2 static inline __m256i tk__max_abs_256(__m256i m, __m256 v)
+{
+    __m256i u = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
+    __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x7F800000));
+    return _mm256_max_epi32(m, _mm256_andnot_si256(nan, u));
+}
+
+TK__ON_AVX2 static inline int32_t tk__max_lanes_256(__m256i m)
+{
+    __m128i h = _mm_max_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_max_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_cvtsi128_si32(_mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
+}
+
+/* The same pass on the AVX2 path. */
+TK__ON_AVX2 static int64_t tk__cast_parts_bf16_256(const float *restrict t,
+                                                  const float *restrict ref,
+                                                  uint16_t *restrict d, float *restrict o,
+                                                  int64_t n, int32_t part[3], bool stream,
+                                                  const tk__ahead *ahead)
+{
+    __m256i in_part = _mm256_set1_epi32(part[0]), out_part = _mm256_set1_epi32(part[1]),
+            scale = _mm256_set1_epi32(part[2]);
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        tk__prefetch_ahead(ahead, j);
+        __m256i r[2];
+        for (int h = 0; h < 2; h++) {
+            __m256 v = _mm256_loadu_ps(t + j + 8 * h), e = _mm256_loadu_ps(ref + j + 8 * h);
+            r[h] = tk__bf16_round_256(v);
+            __m256 oj = _mm256_castsi256_ps(r[h]);
+            _mm256_storeu_ps(o + j + 8 * h, oj);
+            in_part = tk__max_abs_256(in_part, _mm256_sub_ps(v, e));
+            out_part = tk__max_abs_256(out_part, _mm256_sub_ps(oj, v));
+            scale = tk__max_abs_256(scale, e);
+        }
+        tk__bf16_put_256(d + j, r[0], r[1], stream);
+    }
+    part[0] = tk__max_lanes_256(in_part);
+    part[1] = tk__max_lanes_256(out_part);
+    part[2] = tk__max_lanes_256(scale);
+    return j;
+}
 #endif
 
 /* The oracle: t cast once, stored at dst and promoted back in o; with it,
@@ -488,10 +576,13 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
 #if TK__ISA_X86
     if (dtype == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX512)
         done = tk__cast_parts_bf16_512(t, ref, dst, o, n, part, stream, ahead);
+    else if (dtype == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX2)
+        done = tk__cast_parts_bf16_256(t, ref, dst, o, n, part, stream, ahead);
 #endif
     (void)stream;
     /* The compiled loops prefetch it all first: a prefetch in every step
-     * of 16 cost them their vector code (the AVX2 path took 5% longer). */
+     * of 16 cost them their vector code (the AVX2 path took 5% longer
+     * before it had its own loop). */
     if (!done)
         for (int64_t j = 0; j < ahead->len; j += 16)
             tk__prefetch_ahead(ahead, j);
@@ -554,12 +645,13 @@ static void *tk__measure_share(void *arg)
     size_t es = (size_t)tk__esize(d);
     /* Large planes are written by streaming stores: ordinary stores first
      * read every line from memory, and their misses held the pass to 1.6x
-     * its time (4096x4096 bf16, AVX-512 AMD EPYC).  The AVX-512 bf16 loops
-     * stream as they store where a span's destination starts a half line
-     * (the staged copy cost that pass 6 to 10% on an Intel Xeon); the other
-     * paths and spans store into a block staged in cache, then streamed. */
+     * its time (4096x4096 bf16, AVX-512 AMD EPYC).  The AVX-512 and AVX2
+     * bf16 loops stream as they store where a span's destination starts a
+     * half line (the staged copy cost that pass 6 to 10% on an Intel Xeon);
+     * the portable path and other spans store into a block staged in cache,
+     * then streamed. */
     bool stream = (size_t)plane * es >= TK__STREAM;
-    bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX512;
+    bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() != TK__ISA_PORTABLE;
     float *buf = malloc((size_t)(n + 5) * (size_t)B * sizeof(float));
     if (!buf) {
         s->rc = tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
