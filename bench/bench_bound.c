@@ -24,9 +24,10 @@
  * 7 a guard.  On two threads the sums start beside the candidate and the
  * checks after them split by rows: 1.45 to 1.84 on the Xeon, 2.27 to 2.35
  * on the Zen 5, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other
- * core is busy), so that limit is a guard at 4.5.  (Before 0.6 the baseline was compiled without -march=native,
- * and its speed depended on where the linker put it.)  Prints
- * `name: ratio` and exits 1 when a ratio is over its limit. */
+ * core is busy), so that limit is a guard at 4.5.  (Before 0.6 the
+ * baseline was compiled without -march=native, and its speed depended on
+ * where the linker put it.)  Prints `name: ratio` and exits 1 when a ratio
+ * is over its limit. */
 #include "bench.h"
 
 #include <stdint.h>

@@ -5,6 +5,7 @@
  * plain loops over contiguous blocks of the planes. */
 #include "internal.h"
 
+#include <fenv.h>
 #include <float.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -300,14 +301,20 @@ static void tk__represent(const tk_audit *a, const tk__case *c, tk_matrix **in)
 }
 
 /* Run the candidate into out pre-filled with NaN (all bits set, a NaN in
- * both dtypes), so elements it never writes show up as mismatches. */
+ * both dtypes), so elements it never writes show up as mismatches; the
+ * floating-point environment it leaves goes to *left, and the one it began
+ * with stays for the passes after it. */
 static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
-                             tk_matrix *out)
+                             tk_matrix *out, fenv_t *left)
 {
     const tk__case *c = &a->cases[index];
     memset(out->data, 0xFF,
            (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype));
+    fenv_t start;
+    fegetenv(&start);
     int rc = a->fn(a->user, (const tk_matrix *const *)in, out);
+    fegetenv(left);
+    fesetenv(&start);
     if (rc)
         return tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld "
                         "(%lldx%lld %s)", rc, (long long)index, (long long)c->rows,
@@ -942,12 +949,16 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     if (rc || (rc = tk__wrap_planes(c, mem, n + 1, m)))
         return rc;
     char *oracle = (char *)m[0]->data + (size_t)(n + 1) * tk__plane_bytes(c);
+    fenv_t left;
+    bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
-        !(rc = tk__run_candidate(a, index, m, m[n])) &&
+        (ran = !(rc = tk__run_candidate(a, index, m, m[n], &left))) &&
         memcmp(m[n]->data, oracle, plane) &&
         !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches)
         rc = tk__diagnose(a, c, m, m[n], &res->diagnosis);
     tk__destroy_all(m, n + 1);
+    if (ran)
+        fesetenv(&left);
     return rc;
 }
 
@@ -984,7 +995,13 @@ static int tk__audit_run(tk_audit *a)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for %lld results",
                         (long long)a->n_cases);
     int64_t failed = 0, first = -1;
+    /* Every case starts under the environment the run began with; each
+     * puts back the one its candidate left, which the caller sees after. */
+    fenv_t run;
+    fegetenv(&run);
     for (int64_t i = 0; i < a->n_cases; i++) {
+        if (i)
+            fesetenv(&run);
         int rc = tk__audit_case(a, i, &res[i]);
         if (rc) {
             free(res);
@@ -1175,8 +1192,10 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
     for (int i = 0; i < n; i++)
         for (int64_t r = 0; r < c->rows; r++)
             memcpy(tk__row(pin[i], r), tk__row(m[i], order[r]), row_bytes);
-    if (!(rc = tk__run_candidate(a, case_index, m, out)) &&
-        !(rc = tk__run_candidate(a, case_index, pin, pout))) {
+    fenv_t left;   /* both runs start under the caller's environment */
+    bool ran = false;
+    if (!(rc = tk__run_candidate(a, case_index, m, out, &left)) &&
+        (ran = !(rc = tk__run_candidate(a, case_index, pin, pout, &left)))) {
         for (int64_t r = 0; r < c->rows; r++) {
             const char *got = tk__row(pout, r), *want = tk__row(out, order[r]);
             if (!memcmp(got, want, row_bytes))
@@ -1198,6 +1217,8 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
     }
     tk__destroy_all(m, 2 * n + 2);
     free(mem);
+    if (ran)
+        fesetenv(&left);
     return rc;
 }
 

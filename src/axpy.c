@@ -208,9 +208,10 @@ static inline void tk__axpy_row_nt(float *o, const float *x, const float *y, int
 /* tk__axpy_bf16_nt's lines on the AVX-512 path: 32 results a step, from x
  * and y read before the line of o is written, streamed as one 64-byte
  * store; a line with a NaN result (which every NaN operand makes) takes
- * the rule element by element.  The compiled loop of the portable path
- * goes through a buffer and 16-byte stores and took 1.2x this one's time
- * on an Intel Xeon.  o starts a line; returns the elements done. */
+ * the rule element by element.  The compiled loop in tk__axpy_bf16_nt
+ * (which the portable path still runs) goes through a buffer and 16-byte
+ * stores, and took 1.2x this one's time on an Intel Xeon's AVX-512 path.
+ * o starts a line; returns the elements done. */
 TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t *x,
                                                     const uint16_t *y, int64_t n, float a)
 {
@@ -295,10 +296,11 @@ TK__ON_AVX2 static int64_t tk__axpy_bf16_lines_256(uint16_t *o, const uint16_t *
 }
 #endif
 
-/* n bf16 results to o, its whole runs of four 64-byte lines by streaming
- * stores (one NaN test for the four; the rest, under four lines, by
- * ordinary stores): each run is computed into a buffer first, from x and y
- * read before o is written, so an output that is exactly an input stays
+/* n bf16 results to o, its whole 64-byte lines by streaming stores (the
+ * rest by ordinary stores): on the AVX-512 and AVX2 paths by their line
+ * loops; on the portable path in runs of four lines (one NaN test for the
+ * four), each computed into a buffer first.  Either way x and y are read
+ * before o is written, so an output that is exactly an input stays
  * correct.  always_inline, as tk__axpy_f32. */
 static inline __attribute__((always_inline)) void tk__axpy_bf16_nt(uint16_t *o,
                                                                  const uint16_t *x,

@@ -80,9 +80,11 @@ static tk__limits tk__limits_of(const tk__acc *r, int64_t k)
                     .u_out = r->u_out, .eta_out = r->eta_out, .cast = r->cast};
     /* A64 is the float64 sum of the k exact |a b|: at most gamma_53(k - 1)
      * below their sum A (gamma_53(k) leaves room for this division).  With
-     * mag32 it is the float64 sum of float32 sums of KC exact terms, each
-     * at most gamma_24(KC) below its terms' sum. */
-    l.den = (1.0 - l.g53) * (r->mag32 ? 1.0 - tk__gamma(TK__KC, 0x1p-24) : 1.0);
+     * mag32 it is the float64 sum of float32 sums of at most KC exact terms
+     * each, added from zero (the first addition is exact), each at most
+     * gamma_24(min(k, KC) - 1) below its terms' sum. */
+    double kc = (double)(k < TK__KC ? k : TK__KC);
+    l.den = (1.0 - l.g53) * (r->mag32 ? 1.0 - tk__gamma(kc - 1.0, 0x1p-24) : 1.0);
     l.g = r->probabilistic ? expm1(8.0 * sqrt(n) * r->u + n * r->u * r->u / (1.0 - r->u))
                            : tk__gamma(n, r->u);
     return l;
@@ -313,6 +315,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
                                   float *sim)
 {
     int64_t count = c->rows * c->cols, at;
+    p.mag32 = false;   /* its passes sum magnitudes in float64, as its bounds assume */
     for (int64_t e = 0; e < count; e++)
         if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]))
             return TK_SCHEDULE_NO_INIT;

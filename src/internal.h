@@ -724,9 +724,11 @@ int64_t tk__pack_doubles(int64_t n);
  * round, each product rounded to p->dtype first (no o). */
 void tk__oracle_sums(const tk__pass *p, bool round, double *s, double *A, double *o,
                      double *pack);
-/* Whether a matmul pass may sum its magnitudes in float32 per KC block:
- * inputs narrower than float32 whose products of magnitudes are all exact
- * float32 values (zero or at least FLT_MIN) and KC of them finite. */
+/* Whether a matmul pass may sum its magnitudes in float32 per KC block,
+ * exactly where every product of magnitudes is an exact float32 value and
+ * KC of them stay finite: inputs narrower than float32, round to nearest,
+ * no NaN or Inf, max |x| max |y| KC <= 2^127, and the smallest nonzero
+ * |x| times the smallest nonzero |y| at least FLT_MIN. */
 bool tk__oracle_mag32(const tk__pass *p);
 
 /* Audit one reduction case (bound.c): stored inputs, the candidate, the

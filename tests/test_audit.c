@@ -3,6 +3,7 @@
  * wrong candidates, property checks, results and reports. */
 #include "tk_test.h"
 
+#include <fenv.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -338,6 +339,46 @@ Test(audit_seed, threads_give_the_same_report, .timeout = 60)
             tk_kernel_destroy(k);
         }
     }
+}
+
+/* A candidate that leaves the rounding mode changed changes nothing in the
+ * report: the next case, its oracle and its candidate, and the measuring
+ * after each candidate run under the mode the run began with; the mode the
+ * last candidate left is set after the run. */
+static int host_rounds_up_after(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    int rc = host(user, in, out);
+    fesetround(FE_UPWARD);
+    return rc;
+}
+
+Test(audit_seed, the_candidates_rounding_mode_stays_out_of_the_report)
+{
+    enum { ROWS = 40, COLS = 300 };
+    static float x[ROWS * COLS], y[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) {
+        x[i] = (float)(i % 41) * 0.1f - 2.0f;
+        y[i] = (float)(i % 29) * 0.07f;
+    }
+    const float *orig[2] = {x, y};
+    static char text[2][1 << 16];
+    for (int up = 0; up < 2; up++) {
+        tk_kernel *k = axpy(WRONG_ALPHA);
+        tk_audit *a;
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, up ? host_rounds_up_after : host, k), TK_OK);
+        cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_F32, ROWS, COLS, orig), TK_OK);
+        cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, ROWS, COLS, orig), TK_OK);
+        int rc = tk_audit_run(a);
+        int mode = fegetround();
+        fesetround(FE_TONEAREST);
+        cr_assert_eq(rc, TK_OK, "%s", tk_last_error_message());
+        cr_assert_eq(mode, up ? FE_UPWARD : FE_TONEAREST);
+        tkt_report_json(a, text[up], sizeof text[up]);
+        tk_audit_destroy(a);
+        tk_kernel_destroy(k);
+    }
+    cr_assert_str_eq(text[0], text[1]);
 }
 
 /* The host kernel, after checking that every stored input it gets is its
