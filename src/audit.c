@@ -304,8 +304,8 @@ static void tk__represent(const tk_audit *a, const tk__case *c, tk_matrix **in)
  * both dtypes), so elements it never writes show up as mismatches; the
  * floating-point environment it leaves goes to *left, and the one it began
  * with stays for the passes after it. */
-static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
-                             tk_matrix *out, fenv_t *left)
+static int tk__run_candidate(const char *fn, const tk_audit *a, int64_t index,
+                             tk_matrix **in, tk_matrix *out, fenv_t *left)
 {
     const tk__case *c = &a->cases[index];
     memset(out->data, 0xFF,
@@ -316,8 +316,8 @@ static int tk__run_candidate(const tk_audit *a, int64_t index, tk_matrix **in,
     fegetenv(left);
     fesetenv(&start);
     if (rc)
-        return tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld "
-                        "(%lldx%lld %s)", rc, (long long)index, (long long)c->rows,
+        return tk__fail(TK_ECALLBACK, "%s: candidate returned %d for case %lld "
+                        "(%lldx%lld %s)", fn, rc, (long long)index, (long long)c->rows,
                         (long long)c->cols, tk_dtype_name(c->dtype));
     return TK_OK;
 }
@@ -952,7 +952,7 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
-        (ran = !(rc = tk__run_candidate(a, index, m, m[n], &left))) &&
+        (ran = !(rc = tk__run_candidate("tk_audit_run", a, index, m, m[n], &left))) &&
         memcmp(m[n]->data, oracle, plane) &&
         !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches)
         rc = tk__diagnose(a, c, m, m[n], &res->diagnosis);
@@ -1194,8 +1194,9 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
             memcpy(tk__row(pin[i], r), tk__row(m[i], order[r]), row_bytes);
     fenv_t left;   /* both runs start under the caller's environment */
     bool ran = false;
-    if (!(rc = tk__run_candidate(a, case_index, m, out, &left)) &&
-        (ran = !(rc = tk__run_candidate(a, case_index, pin, pout, &left)))) {
+    const char *fn = "tk_audit_check_permutation";
+    if (!(rc = tk__run_candidate(fn, a, case_index, m, out, &left)) &&
+        (ran = !(rc = tk__run_candidate(fn, a, case_index, pin, pout, &left)))) {
         for (int64_t r = 0; r < c->rows; r++) {
             const char *got = tk__row(pout, r), *want = tk__row(out, order[r]);
             if (!memcmp(got, want, row_bytes))

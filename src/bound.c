@@ -520,8 +520,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         left = w.left;
         ran = !cb;
         if (cb)
-            rc = tk__fail(TK_ECALLBACK, "candidate returned %d for case %lld (%lldx%lldx%lld "
-                          "%s)", cb, (long long)index, (long long)m, (long long)k,
+            rc = tk__fail(TK_ECALLBACK, "tk_audit_run: candidate returned %d for case %lld "
+                          "(%lldx%lldx%lld %s)", cb, (long long)index, (long long)m, (long long)k,
                           (long long)n, tk_dtype_name(c->dtype));
     }
     if (!rc) {

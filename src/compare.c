@@ -555,9 +555,11 @@ int tk_compare_where(const tk_compare *c, int which, int64_t *row, int64_t *col,
     if (!c->ran)
         return tk__fail(TK_ESTATE, "tk_compare_where: needs a tk_compare_run first");
     const tk__where *w = &c->res.where[which - 1];
+    static const char *const names[] = {"TK_WHERE_MAX_ABS", "TK_WHERE_MAX_REL",
+                                        "TK_WHERE_MAX_ULP", "TK_WHERE_FIRST_MISMATCH"};
     if (!w->set)
-        return tk__fail(TK_ESTATE, "tk_compare_where: no element has position %d "
-                        "(%s)", which,
+        return tk__fail(TK_ESTATE, "tk_compare_where: no element has position %s "
+                        "(%s)", names[which - 1],
                         which == TK_WHERE_FIRST_MISMATCH ? "no mismatch"
                         : which == TK_WHERE_MAX_REL ? "no non-zero, non-NaN reference"
                                                     : "no comparable element");

@@ -44,6 +44,16 @@ TK_DISPATCH(tk__bf16_to_f32_loop, (float *restrict dst, const uint16_t *restrict
         d[i] = (uint32_t)src[i] << 16;
 }
 
+/* No float32 array holds more than PTRDIFF_MAX bytes: a larger n is a
+ * negative count converted to size_t, whose loop would run off memory. */
+static int tk__bulk_count(const char *fn, size_t n)
+{
+    if (n > (size_t)PTRDIFF_MAX / sizeof(float))
+        return tk__fail(TK_EOVERFLOW, "%s: n = %zu is more float32 elements than memory "
+                        "holds (a negative count?)", fn, n);
+    return TK_OK;
+}
+
 int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
 {
     if (n == 0)
@@ -51,8 +61,10 @@ int tk_bf16_from_f32_n(uint16_t *dst, const float *src, size_t n)
     if (!dst || !src)
         return tk__fail(TK_EINVAL, "tk_bf16_from_f32_n: %s is NULL with n = %zu",
                         !dst ? "dst" : "src", n);
-    tk__bulk(TK_DTYPE_BF16, false, src, dst, (int64_t)n);
-    return TK_OK;
+    int rc = tk__bulk_count("tk_bf16_from_f32_n", n);
+    if (!rc)
+        tk__bulk(TK_DTYPE_BF16, false, src, dst, (int64_t)n);
+    return rc;
 }
 
 int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
@@ -62,8 +74,10 @@ int tk_bf16_to_f32_n(float *dst, const uint16_t *src, size_t n)
     if (!dst || !src)
         return tk__fail(TK_EINVAL, "tk_bf16_to_f32_n: %s is NULL with n = %zu",
                         !dst ? "dst" : "src", n);
-    tk__bulk(TK_DTYPE_BF16, true, src, dst, (int64_t)n);
-    return TK_OK;
+    int rc = tk__bulk_count("tk_bf16_to_f32_n", n);
+    if (!rc)
+        tk__bulk(TK_DTYPE_BF16, true, src, dst, (int64_t)n);
+    return rc;
 }
 
 /* The f16 and fp8 loops: one per direction and dtype, so each inlines its
@@ -497,7 +511,7 @@ static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void
     if (n && (!dst || !src))
         return tk__fail(TK_EINVAL, "%s: %s is NULL with n = %zu", fn,
                         !dst ? "dst" : "src", n);
-    return TK_OK;
+    return tk__bulk_count(fn, n);
 }
 
 int tk_dtype_from_f32_n(int dtype, void *dst, const float *src, size_t n)

@@ -1,9 +1,9 @@
 /* file.c - the library's one way to write a file: a fresh temporary in the
  * target's directory, created exclusively under an unpredictable name,
  * written, flushed to disk, then renamed over the target.  Only a regular
- * file, or a missing one, is replaced (through a symlink, the file it names);
- * a device, FIFO or directory is refused.  On any failure the target is as
- * it was and the temporary is gone. */
+ * file, or a missing one, is replaced (through a symlink, the file it names,
+ * created if the link dangles); a device, FIFO or directory is refused.  On
+ * any failure the target is as it was and the temporary is gone. */
 #define _XOPEN_SOURCE 700  /* realpath, fchmod, fsync */
 #include "internal.h"
 
@@ -48,6 +48,32 @@ void tk__out_abort(tk__out *o)
     o->tmp[0] = '\0';
 }
 
+/* The file a dangling symlink names, into buf: followed link by link (a
+ * relative one from its own directory), as open(O_CREAT) would.  False when
+ * path is no symlink, or the chain is too long or too deep. */
+static bool tk__dangling(const char *path, char *buf, size_t size)
+{
+    char link[4096];
+    struct stat st;
+    if (strlen(path) >= size)
+        return false;
+    snprintf(buf, size, "%s", path);
+    for (int hops = 0; hops < 40; hops++) {
+        if (lstat(buf, &st) || !S_ISLNK(st.st_mode))
+            return hops > 0;
+        ssize_t n = readlink(buf, link, sizeof link - 1);
+        if (n < 0)
+            return false;
+        link[n] = '\0';
+        char *slash = strrchr(buf, '/');
+        size_t dir = link[0] == '/' || !slash ? 0 : (size_t)(slash - buf) + 1;
+        if (dir + (size_t)n >= size)
+            return false;
+        memcpy(buf + dir, link, (size_t)n + 1);
+    }
+    return false;
+}
+
 int tk__out_open(tk__out *o, const char *fn, const char *path)
 {
     o->f = NULL;
@@ -62,8 +88,9 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
                         S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket");
     /* Through a symlink, write the file it names, so the link stays. */
-    char *real = exists ? realpath(path, NULL) : NULL;
-    const char *target = real ? real : path;
+    char *real = exists ? realpath(path, NULL) : NULL, named[sizeof o->target];
+    const char *target = real ? real : !exists && tk__dangling(path, named, sizeof named)
+                                           ? named : path;
     if (strlen(target) + 18 > sizeof o->target) {
         free(real);
         return tk__fail(TK_EIO, "%s: the path \"%s\" is too long", fn, path);

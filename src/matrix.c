@@ -76,6 +76,20 @@ int tk_matrix_wrap(tk_matrix **out, int dtype, int64_t rows, int64_t cols,
     return tk__matrix_new(out, "tk_matrix_wrap", dtype, rows, cols, row_stride, data);
 }
 
+/* The caller's f32 array, rows of `stride` floats, the last `cols` long,
+ * must be addressable, as tk_matrix_wrap requires of a matrix's rows. */
+static int tk__f32_span(const char *fn, const char *what, int64_t rows, int64_t cols,
+                        int64_t stride)
+{
+    int64_t span;
+    if (!tk__mul(rows - 1, stride, &span) || !tk__add(span, cols, &span) ||
+        span > PTRDIFF_MAX / (int64_t)sizeof(float))
+        return tk__fail(TK_EOVERFLOW, "%s: %lld rows of %s row stride %lld are more "
+                        "float32 elements than memory holds", fn, (long long)rows, what,
+                        (long long)stride);
+    return TK_OK;
+}
+
 int tk_matrix_from_f32(tk_matrix **out, int dtype, int64_t rows, int64_t cols,
                        const float *src, int64_t src_row_stride)
 {
@@ -94,6 +108,8 @@ int tk_matrix_from_f32(tk_matrix **out, int dtype, int64_t rows, int64_t cols,
         return tk__fail(TK_ELAYOUT, "tk_matrix_from_f32: source row stride %lld is "
                         "smaller than cols %lld", (long long)src_row_stride,
                         (long long)cols);
+    if ((rc = tk__f32_span("tk_matrix_from_f32", "source", rows, cols, src_row_stride)))
+        return rc;
     tk_matrix *m;
     if ((rc = tk__matrix_new(&m, "tk_matrix_from_f32", dtype, rows, cols, cols, NULL)))
         return rc;
@@ -114,6 +130,10 @@ int tk_matrix_to_f32(const tk_matrix *m, float *dst, int64_t dst_row_stride)
         return tk__fail(TK_ELAYOUT, "tk_matrix_to_f32: destination row stride %lld is "
                         "smaller than cols %lld", (long long)dst_row_stride,
                         (long long)m->cols);
+    int rc = tk__f32_span("tk_matrix_to_f32", "destination", m->rows, m->cols,
+                          dst_row_stride);
+    if (rc)
+        return rc;
     for (int64_t r = 0; r < m->rows; r++)
         tk__row_to_f32(m->dtype, tk__row(m, r), dst + r * dst_row_stride, m->cols);
     return TK_OK;

@@ -73,7 +73,7 @@ int tk_param_bounds(int param, int64_t *lo, int64_t *hi)
     if (!lo || !hi)
         return tk__fail(TK_EINVAL, "tk_param_bounds: lo and hi must not be NULL");
     if (i < 0)
-        return tk__fail(TK_EINVAL, "unknown parameter %d", param);
+        return tk__fail(TK_EINVAL, "tk_param_bounds: unknown parameter %d", param);
     *lo = tk__params[i].lo;
     *hi = tk__params[i].hi;
     return TK_OK;

@@ -844,7 +844,11 @@ static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_m
                   .sync = tk__param(p, TK_PIPE_NO_PIPELINING), .fn = "tk_pipeline_run"};
     for (int o = 0; o <= n; o++) {
         f.buffers[o] = tk__buffers(p, &f, o);
-        f.bytes[o] = area * es;   /* no overflow: the matrices hold whole rows of it */
+        /* A block may be far larger than the matrices it tiles. */
+        if (!tk__mul(area, es, &f.bytes[o]))
+            return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: a %lldx%lld block of %s is "
+                            "more bytes than int64 holds", (long long)p->t->block_rows,
+                            (long long)p->t->block_cols, tk_dtype_name(output->dtype));
     }
     if ((rc = tk__fits(p, &f, output->dtype)))
         return rc;
@@ -954,9 +958,10 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
         f.buffers[o] = tk__buffers(p, &f, o);
         f.bytes[o] = area * tk__esize(s->dtype);  /* at most 4x the f32 block */
         f.elems = area > f.elems ? area : f.elems;
-        int64_t padded;
-        if (o >= c->n_in && !(tk__mul(s->grid_rows * s->block_rows, s->grid_cols *
-                                      s->block_cols, &padded) &&
+        int64_t padded, pr, pc;
+        if (o >= c->n_in && !(tk__mul(s->grid_rows, s->block_rows, &pr) &&
+                              tk__mul(s->grid_cols, s->block_cols, &pc) &&
+                              tk__mul(pr, pc, &padded) &&
                               tk__add(p->padded, padded, &p->padded)))
             rc = tk__fail(TK_EOVERFLOW, "tk_pipeline_run_call: the padded elements of "
                           "output %d overflow int64", o - c->n_in);

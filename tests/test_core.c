@@ -284,8 +284,16 @@ Test(matrix, to_f32_rejections_leave_dst_untouched)
     tkt_expect_status(tk_matrix_to_f32(i32, dst, 4), TK_EDTYPE);
     tkt_expect_status(tk_matrix_to_f32(NULL, dst, 4), TK_EINVAL);
     tkt_expect_status(tk_matrix_to_f32(m, NULL, 4), TK_EINVAL);
+    /* A stride whose rows no memory holds: refused, not written through. */
+    tkt_expect_status(tk_matrix_to_f32(m, dst, INT64_MAX / 2), TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "destination row stride 4611686018427387903"),
+              "%s", tk_last_error_message());
     for (int i = 0; i < 8; i++)
         cr_assert_eq(dst[i], (float)i + 0.5f, "dst[%d] changed", i);
+    tk_matrix *out = (tk_matrix *)dst;
+    tkt_expect_status(tk_matrix_from_f32(&out, TK_DTYPE_BF16, 2, 4, dst, INT64_MAX / 3),
+                      TK_EOVERFLOW);
+    cr_assert_null(out);
     tk_matrix_destroy(m);
     tk_matrix_destroy(i32);
 }

@@ -232,6 +232,13 @@ Test(bf16, bulk_null_pointers)
         cr_assert_eq(h[i], 9, "a failed call wrote dst[%d]", i);
     tkt_expect_status(tk_bf16_to_f32_n(NULL, h, 4), TK_EINVAL);
     tkt_expect_status(tk_bf16_to_f32_n(f, NULL, 4), TK_EINVAL);
+    /* A negative count converted to size_t: refused, not run off memory. */
+    tkt_expect_status(tk_bf16_to_f32_n(f, h, (size_t)-1), TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "tk_bf16_to_f32_n: n = 18446744073709551615"),
+              "%s", tk_last_error_message());
+    tkt_expect_status(tk_bf16_from_f32_n(h, f, (size_t)-4), TK_EOVERFLOW);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(h[i], 9, "a failed call wrote dst[%d]", i);
     for (int i = 0; i < 4; i++)
         cr_assert_eq(f[i], (float)(i + 1), "a failed call wrote dst[%d]", i);
     /* n == 0 is a no-op that touches neither pointer. */
@@ -661,6 +668,9 @@ Test(small, bulk_conversions_check_their_arguments)
               tk_last_error_message());
     tkt_expect_status(tk_dtype_to_f32_n(TK_DTYPE_F16, x, NULL, 4), TK_EINVAL);
     tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_F16, NULL, NULL, 0), TK_OK);
+    tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_F8E5M2, d, x, (size_t)1 << 62),
+                      TK_EOVERFLOW);
+    tkt_expect_status(tk_dtype_to_f32_n(TK_DTYPE_F16, x, d, (size_t)-2), TK_EOVERFLOW);
     for (size_t i = 0; i < sizeof d; i++)
         cr_assert_eq(d[i], 0xAB, "a refused call wrote byte %zu", i);
     cr_assert_eq(x[0], 1.0f);

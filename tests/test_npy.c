@@ -666,3 +666,44 @@ Test(npy, fuzz_header_byte_flips)
     cr_assert_gt(failed, tried / 2, "%d of %d mutations failed", failed, tried);
     free(file);
 }
+
+/* Through a symlink the file it names is written, and the link stays: also
+ * when that file does not exist yet (a dangling link, followed link by
+ * link, relative to the link's own directory), as open(O_CREAT) does. */
+Test(npy, a_save_through_a_symlink_writes_the_file_it_names)
+{
+    tk_matrix *m = NULL, *back = NULL;
+    tkt_expect_status(tk_matrix_create(&m, TK_DTYPE_F32, 2, 3), TK_OK);
+    float *d = tk_matrix_data(m);
+    for (int i = 0; i < 6; i++)
+        d[i] = (float)i - 2.5f;
+    static const char *links[][2] = {{"dangling.npy", "named.npy"},
+                                     {"first.npy", "second.npy"},
+                                     {"second.npy", "end.npy"},
+                                     {"to_named.npy", "named.npy"}};
+    for (int i = 0; i < 4; i++) {
+        char link[512];
+        snprintf(link, sizeof link, "%s", path_of(links[i][0]));
+        cr_assert_eq(symlink(links[i][1], link), 0, "%s", strerror(errno));
+    }
+    /* named.npy is created through dangling.npy, then written through to_named.npy;
+     * end.npy through two links. */
+    const char *via[] = {"dangling.npy", "to_named.npy", "first.npy"};
+    const char *file[] = {"named.npy", "named.npy", "end.npy"};
+    for (int i = 0; i < 3; i++) {
+        d[0] = (float)i;
+        tkt_expect_status(tk_matrix_save_npy(m, path_of(via[i])), TK_OK);
+        struct stat st;
+        cr_assert_eq(lstat(path_of(via[i]), &st), 0);
+        cr_assert(S_ISLNK(st.st_mode), "%s is no longer a link", via[i]);
+        cr_assert_eq(lstat(path_of(file[i]), &st), 0, "%s: %s", file[i], strerror(errno));
+        cr_assert(S_ISREG(st.st_mode));
+        tkt_expect_status(tk_matrix_load_npy(&back, path_of(file[i])), TK_OK);
+        cr_assert_eq(memcmp(tk_matrix_data(back), d, sizeof(float) * 6), 0);
+        tk_matrix_destroy(back);
+    }
+    struct stat st;
+    cr_assert_eq(lstat(path_of("second.npy"), &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the middle link stays");
+    tk_matrix_destroy(m);
+}

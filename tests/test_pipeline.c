@@ -386,6 +386,21 @@ Test(pipeline, capacity_is_checked_first)
     rig_close(&g);
 }
 
+/* A block may be far larger than its matrix: 2^62 f32 elements are more
+ * bytes than int64 holds, which must not wrap to a block that "fits". */
+Test(pipeline, a_block_too_large_to_count_overflows)
+{
+    struct rig g;
+    rig_open(&g, "TPU v5 lite", TK_DTYPE_F32, 8, 128, INT64_C(1) << 31, INT64_C(1) << 31);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "2147483648x2147483648 block of float32"), "%s",
+              tk_last_error_message());
+    expect_unchanged(&g, "overflow");
+    double v;
+    tkt_expect_status(tk_pipeline_stat(g.p, TK_STAT_STEPS, &v), TK_ESTATE);
+    rig_close(&g);
+}
+
 Test(pipeline, blocks_must_be_layout_tiles)
 {
     struct rig g;
