@@ -500,6 +500,11 @@ typedef struct tk_audit tk_audit;
 
 typedef int (*tk_candidate_fn)(void *user, const tk_matrix *const *inputs,
                                tk_matrix *output);
+/* Progress of tk_audit_run (since 0.6): the case, the step under way
+ * ("oracle", "candidate", "measure" or "diagnosis") and the fraction of
+ * the step's current pass done; non-zero stops the run (TK_ECALLBACK). */
+typedef int (*tk_progress_fn)(void *user, int64_t case_index, const char *step,
+                              double fraction);
 
 /* Results per case (tk_audit_result). */
 #define TK_AUDIT_IMPL_MAX_ABS 701
@@ -555,6 +560,7 @@ TK_API int tk_audit_set_candidate(tk_audit *a, tk_candidate_fn fn,
                                   void *user);
 TK_API int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol,
                                       double rtol);
+TK_API int tk_audit_set_progress(tk_audit *a, tk_progress_fn fn, void *user);
 TK_API int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows,
                              int64_t cols, const float *const *originals);
 /* A case of a reduction contract: originals x (m x k) and, for a matmul,

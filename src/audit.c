@@ -117,6 +117,31 @@ int tk_audit_set_candidate(tk_audit *a, tk_candidate_fn fn, void *user)
     return TK_OK;
 }
 
+int tk_audit_set_progress(tk_audit *a, tk_progress_fn fn, void *user)
+{
+    if (!a)
+        return tk__fail(TK_EINVAL, "tk_audit_set_progress: handle is NULL");
+    if (a->running)
+        return tk__not_running("tk_audit_set_progress", a);
+    a->progress = fn;
+    a->progress_user = user;
+    return TK_OK;
+}
+
+int tk__progress_report(const tk_audit *a, int64_t index, const char *step, double fraction)
+{
+    if (!a->progress)
+        return TK_OK;
+    /* Whatever environment the callback leaves, the case goes on under its own. */
+    fenv_t env;
+    fegetenv(&env);
+    int rc = a->progress(a->progress_user, index, step, fraction);
+    fesetenv(&env);
+    return rc ? tk__fail(TK_ECALLBACK, "tk_audit_run: the progress callback returned %d "
+                         "in the %s step of case %lld; the run stopped", rc, step,
+                         (long long)index) : TK_OK;
+}
+
 int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
 {
     if (!a)
@@ -951,10 +976,14 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     char *oracle = (char *)m[0]->data + (size_t)(n + 1) * tk__plane_bytes(c);
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */
-    if (!(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
+    if (!(rc = tk__progress_report(a, index, "oracle", 0.0)) &&
+        !(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
+        !(rc = tk__progress_report(a, index, "candidate", 0.0)) &&
         (ran = !(rc = tk__run_candidate("tk_audit_run", a, index, m, m[n], &left))) &&
         memcmp(m[n]->data, oracle, plane) &&
-        !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches)
+        !(rc = tk__progress_report(a, index, "measure", 0.0)) &&
+        !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches &&
+        !(rc = tk__progress_report(a, index, "diagnosis", 0.0)))
         rc = tk__diagnose(a, c, m, m[n], &res->diagnosis);
     tk__destroy_all(m, n + 1);
     if (ran)

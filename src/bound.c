@@ -179,7 +179,7 @@ static double tk__worst(const tk__acc *r, int64_t k, int64_t count, const float 
 static void tk__sums_in(const tk__pass *p, int d, float *out)
 {
     int64_t n = p->n;
-    for (int64_t i = 0; i < p->m; i++)
+    for (int64_t i = 0; i < p->m; i++) {
         for (int64_t j = 0; j < n; j++) {
             float acc = 0.0f;
             for (int64_t k = 0; k < p->k; k++) {
@@ -188,6 +188,9 @@ static void tk__sums_in(const tk__pass *p, int d, float *out)
             }
             out[i * n + j] = acc;
         }
+        if (p->tick && tk__tick(p->tick, (double)(i + 1) / (double)p->m))
+            return;
+    }
 }
 
 /* Rows a thread of a pass takes at the least. */
@@ -220,8 +223,10 @@ typedef struct {
     _Atomic int64_t *next;
     atomic_bool *stop;                 /* the candidate failed */
     tk_audit *a;                       /* item 0, the calling thread: the candidate */
+    tk__progress *pr;                  /* item 0 reports; every item counts its rows */
     const tk_matrix *const *in;
     tk_matrix *out;
+    bool caller;                       /* item 0 */
     int cb;
     fenv_t left;                       /* the environment the candidate left */
 } tk__chunks;
@@ -243,6 +248,7 @@ static void *tk__chunks_run(void *arg)
         fesetenv(&start);
     }
     const tk__pass *p = &w->p;
+    bool caller = w->caller && w->pr && w->pr->a->progress;
     while (!atomic_load(w->stop)) {
         int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk, e0 = r0 * p->n;
         if (r0 >= p->m)
@@ -251,13 +257,36 @@ static void *tk__chunks_run(void *arg)
         q.m = r0 + w->chunk < p->m ? w->chunk : p->m - r0;
         q.x = p->x + r0 * p->k;
         q.ox = p->ox ? p->ox + r0 * p->k : NULL;
+        if (caller) {
+            w->pr->chunk_rows = q.m;
+            q.tick = w->pr;
+            if (tk__tick(w->pr, 0.0))
+                break;
+        }
         if (w->narrow)
             tk__sums_in(&q, w->narrow, w->sim + e0);
         else
             tk__oracle_sums(&q, w->round, w->s + e0, w->A + e0, w->o ? w->o + e0 : NULL,
                             w->pack);
+        if (w->pr)
+            atomic_fetch_add(&w->pr->done, q.m);
     }
     return NULL;
+}
+
+bool tk__tick(tk__progress *pr, double part)
+{
+    if (pr->rc)
+        return true;
+    double f = ((double)atomic_load(&pr->done) + part * (double)pr->chunk_rows) /
+               (double)pr->rows;
+    f = f < 1.0 ? f : 1.0;
+    if (pr->last >= 0.0 && f < pr->last + 1.0 / 256)
+        return false;
+    pr->last = f;
+    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)))
+        atomic_store(pr->stop, true);
+    return pr->rc != 0;
 }
 
 /* Run the pass w describes on `threads` threads; w->cb and w->left come
@@ -275,10 +304,17 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
     w->chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
     w->next = &next;
     w->stop = &stop;
+    if (w->pr) {
+        atomic_store(&w->pr->done, 0);
+        w->pr->rows = w->p.m;
+        w->pr->last = -1.0;   /* the first tick reports */
+        w->pr->stop = &stop;
+    }
     for (int64_t i = 0; i < n; i++) {
         t[i] = *w;   /* t may be w itself: then this copies nothing */
         t[i].pack = w->pack + i * tk__pack_doubles(w->p.n);
         t[i].a = i ? NULL : w->a;
+        t[i].caller = i == 0;
     }
     tk__fan_out(t, sizeof *t, n, tk__chunks_run);
     w->cb = t[0].cb;
@@ -289,10 +325,11 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
 
 /* A diagnosis pass (tk__chunks_run) on `threads` threads. */
 static void tk__pass_on(int64_t threads, const tk__pass *p, bool round, int narrow,
-                        double *s, double *A, double *o, double *pack, float *sim)
+                        double *s, double *A, double *o, double *pack, float *sim,
+                        tk__progress *pr)
 {
     tk__chunks w = {.p = *p, .round = round, .narrow = narrow, .s = s, .A = A, .o = o,
-                    .pack = pack, .sim = sim};
+                    .pack = pack, .sim = sim, .pr = pr};
     tk__run_chunks(threads, &w);
 }
 
@@ -312,7 +349,7 @@ static double tk__rms(const float *c, const double *s, int64_t count)
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
                                   tk__pass p, const float *cand, const float *want,
                                   const double *s, double *s2, double *A2, double *pack,
-                                  float *sim)
+                                  float *sim, tk__progress *pr)
 {
     int64_t count = c->rows * c->cols, at;
     p.mag32 = false;   /* its passes sum magnitudes in float64, as its bounds assume */
@@ -321,7 +358,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             return TK_SCHEDULE_NO_INIT;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
-        tk__pass_on(threads, &p, true, 0, s2, A2, NULL, pack, NULL);
+        tk__pass_on(threads, &p, true, 0, s2, A2, NULL, pack, NULL, pr);
+        if (pr->rc)
+            return TK_SCHEDULE_UNKNOWN;
         /* One more rounding per term than the contract has. */
         tk__acc r = f32;
         r.rounded_products = true;
@@ -342,7 +381,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             continue;
         tried[n_tried++] = end;
         p.k_end = end;
-        tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL);
+        tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL, pr);
+        if (pr->rc)
+            return TK_SCHEDULE_UNKNOWN;
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
@@ -351,7 +392,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
      * order, errs by the candidate's amount (root mean square, compared on
      * a log scale) is named. */
     p.k_end = c->depth;
-    tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL);
+    tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL, pr);
+    if (pr->rc)
+        return TK_SCHEDULE_UNKNOWN;
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
     double e_cand = tk__rms(cand, s, count), best = INFINITY;
@@ -363,7 +406,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         r.probabilistic = true;
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim);
+        tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim, pr);
+        if (pr->rc)
+            return TK_SCHEDULE_UNKNOWN;
         double d = fabs(log(e_cand / tk__rms(sim, s, count)));
         if (d < best) {
             best = d;
@@ -506,15 +551,20 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
      * oracle itself, and the gap has no input part. */
     bool exact = c->dtype == TK_DTYPE_F32;
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
-                  c->dtype, k, false};
+                  c->dtype, k, false, NULL};
     p.mag32 = tk__oracle_mag32(&p);
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */
+    /* The candidate runs first on the calling thread, which reports the
+     * oracle's sums once it takes its share. */
+    tk__progress pr = {.a = a, .index = index, .step = "oracle"};
+    if (!rc)
+        rc = tk__progress_report(a, index, "candidate", 0.0);
     if (!rc) {
         memset(outp, 0xFF, (size_t)count * eo);   /* NaN, so unwritten elements show */
         /* The main pass, started beside the candidate. */
         tk__chunks w = {.p = p, .s = s, .A = A, .o = exact ? NULL : o, .pack = pack, .a = a,
-                        .in = (const tk_matrix *const *)in, .out = out};
+                        .pr = &pr, .in = (const tk_matrix *const *)in, .out = out};
         tk__run_chunks(threads, &w);
         int cb = w.cb;
         left = w.left;
@@ -523,7 +573,11 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
             rc = tk__fail(TK_ECALLBACK, "tk_audit_run: candidate returned %d for case %lld "
                           "(%lldx%lldx%lld %s)", cb, (long long)index, (long long)m, (long long)k,
                           (long long)n, tk_dtype_name(c->dtype));
+        else
+            rc = pr.rc;
     }
+    if (!rc)
+        rc = tk__progress_report(a, index, "measure", 0.0);
     if (!rc) {
         tk__row_to_f32(c->out_dtype, outp, cand, count);
         int d = tk__gap_dtype(c);
@@ -569,10 +623,12 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         if (post != &one)
             free(post);
         res->diagnosis = TK_SCHEDULE_NOT_RUN;
-        if (!tk__case_passed(res))
+        if (!tk__case_passed(res) && !(rc = tk__progress_report(a, index, "diagnosis", 0.0))) {
+            pr.step = "diagnosis";
             res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, s2, A2,
-                                                    pack,
-                                                    so32);
+                                                    pack, so32, &pr);
+            rc = pr.rc;
+        }
     }
     tk_matrix_destroy(in[0]);
     tk_matrix_destroy(in[1]);

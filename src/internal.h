@@ -710,7 +710,31 @@ typedef struct {
     int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
     int64_t k_end;         /* terms [0, k_end) */
     bool mag32;            /* tk__oracle_mag32: the main pass sums magnitudes in f32 */
+    struct tk__progress *tick;  /* the calling thread's chunk: report progress; else NULL */
 } tk__pass;
+
+/* A pass's progress (tk_audit_set_progress): the calling thread reports
+ * how far it is, counting the rows of the chunks every thread finished. */
+typedef struct tk__progress {
+    const tk_audit *a;
+    int64_t index;           /* the case */
+    const char *step;
+    int64_t rows;            /* the pass's */
+    int64_t chunk_rows;      /* the calling thread's current chunk's */
+    _Atomic int64_t done;    /* rows of finished chunks */
+    double last;             /* the fraction last reported */
+    atomic_bool *stop;       /* the pass's threads stop when it is set */
+    int rc;                  /* TK_ECALLBACK once the callback asked to stop */
+} tk__progress;
+
+/* Tell the progress callback that `fraction` of `step` of a case is done,
+ * under a saved floating-point environment; TK_ECALLBACK when it stops
+ * the run. */
+int tk__progress_report(const tk_audit *a, int64_t index, const char *step, double fraction);
+
+/* During a pass: `part` of the calling thread's chunk is done.  Reports
+ * at most once per 1/256 of the pass; true when the run must stop. */
+bool tk__tick(tk__progress *pr, double part);
 
 /* The blocking of a matmul pass: KC terms at a time, MC rows of x packed
  * per block, output tiles of 2 rows by NR columns held in registers. */
@@ -747,6 +771,8 @@ struct tk_audit {
     const tk_kernel *k;   /* the contract; borrowed */
     tk_candidate_fn fn;
     void *user;
+    tk_progress_fn progress;   /* NULL: none */
+    void *progress_user;
     double gap_atol[TK__DTYPE_MAX + 1], gap_rtol[TK__DTYPE_MAX + 1];
     tk__case *cases;
     int64_t n_cases, cap;

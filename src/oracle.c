@@ -252,7 +252,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         return;
     }
     if (round) {   /* the diagnosis only: row by row, k in order */
-        for (int64_t i = 0; i < m; i++)
+        for (int64_t i = 0; i < m; i++) {
             for (int64_t k = 0; k < p->k_end; k++) {
                 double a = p->x[i * p->k + k];
                 const float *yk = p->y + k * n;
@@ -262,6 +262,9 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                     A[i * n + j] += fabsf(t);
                 }
             }
+            if (p->tick && tk__tick(p->tick, (double)(i + 1) / (double)m))
+                return;
+        }
         return;
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
@@ -332,6 +335,10 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                         }
                     }
                 }
+            /* Done: k0 terms of every row, and kc more of the first i0 + mc. */
+            if (p->tick && tk__tick(p->tick, ((double)k0 + (double)kc * (double)(i0 + mc) /
+                                              (double)m) / (double)p->k_end))
+                return;
         }
     }
 }

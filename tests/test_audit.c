@@ -960,7 +960,7 @@ Test(audit_report, writes_three_formats_and_refuses_bad_paths)
 struct reentry {
     tk_audit *self, *other;
     tk_kernel *contract;
-    int add, run, perm, other_run, set;
+    int add, run, perm, other_run, set, progress;
 };
 
 /* The candidate both kinds share: the host kernel with (8, 128) blocks. */
@@ -991,6 +991,7 @@ static int reentrant(void *user, const tk_matrix *const *in, tk_matrix *out)
     r->run = tk_audit_run(r->self);
     r->perm = tk_audit_check_permutation(r->self, 0, order);
     r->set = tk_kernel_set(r->contract, TK_KERNEL_THREADS, 2);
+    r->progress = tk_audit_set_progress(r->self, NULL, NULL);
     if (r->other)
         r->other_run = tk_audit_run(r->other);
     return plain(NULL, in, out);
@@ -1019,6 +1020,7 @@ Test(audit, a_candidate_cannot_change_or_rerun_its_own_audit)
     cr_assert_eq(r.run, TK_ESTATE);
     cr_assert_eq(r.perm, TK_ESTATE);
     cr_assert_eq(r.set, TK_ESTATE, "the contract kernel cannot change mid-audit");
+    cr_assert_eq(r.progress, TK_ESTATE);
     cr_assert_eq(r.other_run, TK_OK, "a different audit may run inside a candidate");
     cr_assert_eq(tk_audit_case_count(r.self), 3);
     double passed;
@@ -1055,5 +1057,76 @@ Test(audit, the_report_names_the_contract_of_the_run)
     tkt_report_json(a, text, sizeof text);
     cr_assert(strstr(text, "\"arith\": \"numpy\""), "%s", text);
     tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* ---- progress ---------------------------------------------------------------- */
+
+struct steps {
+    char seen[16][16];
+    int n, stop_at;   /* stop_at: the entry whose call returns 4; -1 never */
+};
+
+static int record(void *user, int64_t case_index, const char *step, double fraction)
+{
+    struct steps *s = user;
+    cr_assert_eq(case_index, 0);
+    cr_assert_eq(fraction, 0.0, "an elementwise step reports its start only");
+    cr_assert_lt(s->n, 16);
+    snprintf(s->seen[s->n], sizeof s->seen[0], "%s", step);
+    return s->n++ == s->stop_at ? 4 : 0;
+}
+
+/* An elementwise case reports the steps it takes: a candidate equal to the
+ * oracle needs no measure and no diagnosis.  A non-zero return stops the
+ * run in that step, and the results of the last complete run stay. */
+Test(audit_progress, names_the_steps_of_an_elementwise_case)
+{
+    static float x[DIAG_ROWS * DIAG_COLS], y[DIAG_ROWS * DIAG_COLS];
+    diag_data(x, y);
+    const float *orig[2] = {x, y};
+    tk_kernel *k = axpy(WRONG_ALPHA);
+    static struct wrong_ctx ctx;
+    ctx = (struct wrong_ctx){TRUNC, {x, y}};
+    const struct {
+        tk_candidate_fn fn;
+        void *user;
+        int rc, n;
+        const char *steps[4];
+    } runs[] = {{host, NULL, TK_OK, 2, {"oracle", "candidate"}},
+                {wrong, &ctx, TK_EMISMATCH, 4, {"oracle", "candidate", "measure", "diagnosis"}}};
+    for (int r = 0; r < 2; r++) {
+        tk_audit *a;
+        tkt_expect_status(tk_audit_create(&a, k), TK_OK);
+        tkt_expect_status(tk_audit_set_candidate(a, runs[r].fn, runs[r].user ? runs[r].user
+                                                                              : (void *)k),
+                          TK_OK);
+        tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, orig),
+                          TK_OK);
+        struct steps s = {.stop_at = -1};
+        tkt_expect_status(tk_audit_set_progress(a, record, &s), TK_OK);
+        tkt_expect_status(tk_audit_run(a), runs[r].rc);
+        cr_assert_eq(s.n, runs[r].n);
+        for (int i = 0; i < s.n; i++)
+            cr_assert_str_eq(s.seen[i], runs[r].steps[i]);
+        double passed = res(a, 0, TK_AUDIT_PASSED);
+        for (int stop = 0; stop < runs[r].n; stop++) {
+            s = (struct steps){.stop_at = stop};
+            tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+            char want[64];
+            snprintf(want, sizeof want, "returned 4 in the %s step of case 0",
+                     runs[r].steps[stop]);
+            cr_assert(strstr(tk_last_error_message(), want), "%s", tk_last_error_message());
+            cr_assert_eq(s.n, stop + 1);
+            cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), passed);
+        }
+        tkt_expect_status(tk_audit_set_progress(a, NULL, NULL), TK_OK);
+        s = (struct steps){.stop_at = 0};
+        tkt_expect_status(tk_audit_run(a), runs[r].rc);
+        cr_assert_eq(s.n, 0, "a NULL callback turns progress off");
+        tk_audit_destroy(a);
+    }
+    tkt_expect_status(tk_audit_set_progress(NULL, record, NULL), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "handle is NULL"), "%s", tk_last_error_message());
     tk_kernel_destroy(k);
 }

@@ -617,3 +617,97 @@ Test(bound, the_candidates_rounding_mode_stays_out_of_the_report)
         cr_assert_str_eq(text[0], text[1], "threads %d", threads);
     }
 }
+
+/* ---- progress ---------------------------------------------------------------- */
+
+struct log {
+    int64_t cases[4096];
+    char steps[4096][12];
+    double fractions[4096];
+    int n;
+    const char *stop_step;   /* return 6 in this step once fraction > 0.5 */
+    bool round_up;           /* leave the rounding mode upward */
+};
+
+static int log_progress(void *user, int64_t case_index, const char *step, double fraction)
+{
+    struct log *l = user;
+    cr_assert_lt(l->n, 4096);
+    l->cases[l->n] = case_index;
+    snprintf(l->steps[l->n], sizeof l->steps[0], "%s", step);
+    l->fractions[l->n++] = fraction;
+    if (l->round_up)
+        fesetround(FE_UPWARD);
+    return l->stop_step && !strcmp(step, l->stop_step) && fraction > 0.5 ? 6 : 0;
+}
+
+static int step_rank(const char *step)
+{
+    static const char *order[] = {"candidate", "oracle", "measure", "diagnosis"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(step, order[i]))
+            return i;
+    cr_assert_fail("unknown step %s", step);
+    return -1;
+}
+
+/* A reduction case reports its candidate, the oracle's sums as they go
+ * (here one chunk, K = 300 in three panels: 0 to 1), the measure, and
+ * every pass of the diagnosis from 0; the callback changes no result,
+ * whatever floating-point environment it leaves, and a non-zero return
+ * stops the run where it is, the last complete run's results kept. */
+Test(bound, progress_follows_the_passes_and_can_stop_the_run)
+{
+    struct how h = {1, false, true};   /* a bf16 accumulator: diagnosed */
+    tk_kernel *k;
+    tk_audit *a = audit_of(&h, &k);
+    static char quiet[1 << 16], logged[1 << 16], after[1 << 16];
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    tkt_report_json(a, quiet, sizeof quiet);
+    static struct log l;
+    l = (struct log){.round_up = true};
+    tkt_expect_status(tk_audit_set_progress(a, log_progress, &l), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    cr_assert_eq(fegetround(), FE_TONEAREST, "the callback's rounding mode was kept");
+    tkt_report_json(a, logged, sizeof logged);
+    cr_assert_str_eq(logged, quiet);
+    int oracle[2] = {0, 0}, passes[2] = {0, 0};
+    for (int i = 0; i < l.n; i++) {
+        int64_t c = l.cases[i];
+        int rank = step_rank(l.steps[i]);
+        double f = l.fractions[i];
+        cr_assert(f >= 0.0 && f <= 1.0, "%s %g", l.steps[i], f);
+        if (i && l.cases[i - 1] == c) {
+            int before = step_rank(l.steps[i - 1]);
+            cr_assert_geq(rank, before, "%s after %s", l.steps[i], l.steps[i - 1]);
+            if (rank == before && f < l.fractions[i - 1])
+                cr_assert_eq(f, 0.0, "a pass starts at 0, then only grows");
+        } else {
+            cr_assert_eq(c, i ? l.cases[i - 1] + 1 : 0);
+            cr_assert_str_eq(l.steps[i], "candidate");
+        }
+        oracle[c] += rank == 1;
+        passes[c] += rank == 3 && f == 0.0;
+        if (rank == 1 && (i + 1 == l.n || step_rank(l.steps[i + 1]) != 1))
+            cr_assert_eq(f, 1.0, "the oracle's sums end at 1");
+    }
+    for (int c = 0; c < 2; c++) {
+        cr_assert_eq(oracle[c], 4, "case %d: 0 and three panels", c);
+        cr_assert_geq(passes[c], 3, "case %d: the step and its passes", c);
+    }
+    const char *stops[] = {"oracle", "diagnosis"};
+    for (int s = 0; s < 2; s++) {
+        l = (struct log){.stop_step = stops[s]};
+        tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+        char want[64];
+        snprintf(want, sizeof want, "returned 6 in the %s step of case 0", stops[s]);
+        cr_assert(strstr(tk_last_error_message(), want), "%s", tk_last_error_message());
+        cr_assert_gt(l.fractions[l.n - 1], 0.5);
+        cr_assert_lt(l.fractions[l.n - 1], 1.0, "stopped before the pass ended");
+        cr_assert_eq(l.cases[l.n - 1], 0);
+        tkt_report_json(a, after, sizeof after);
+        cr_assert_str_eq(after, quiet);
+    }
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}

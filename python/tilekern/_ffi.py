@@ -15,6 +15,7 @@ Where the library comes from, first match wins:
 import ctypes
 import ctypes.util
 import os
+import signal
 import threading
 
 from . import errors
@@ -241,6 +242,7 @@ class STATUS64:
 BODY_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_int64, c_int64,
                            P(c_void_p), c_void_p)
 CANDIDATE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(c_void_p), c_void_p)
+PROGRESS_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_int64, c_char_p, c_double)
 BENCH_FN = ctypes.CFUNCTYPE(c_int, c_void_p)
 
 
@@ -367,6 +369,7 @@ FUNCTIONS = [
     ("tk_audit_destroy", [HANDLE], None),
     ("tk_audit_set_candidate", [HANDLE, CANDIDATE_FN, c_void_p], STATUS),
     ("tk_audit_set_gap_tolerance", [HANDLE, c_int, c_double, c_double], STATUS),
+    ("tk_audit_set_progress", [HANDLE, PROGRESS_FN, c_void_p], STATUS),
     ("tk_audit_add_case", [HANDLE, c_int, c_int64, c_int64, P(P(c_float))], STATUS),
     ("tk_audit_run", [HANDLE], STATUS),
     ("tk_audit_case_count", [HANDLE], c_int64),
@@ -514,23 +517,50 @@ errors._DESCRIPTIONS.update({s: _text(lib.tk_strerror(s)) for s in errors._CLASS
 
 _local = threading.local()
 
+# Ctrl-C.  During a C call Python acts on a signal only when a callback
+# runs, and at its first instruction, before the trampoline's try: raised
+# there, KeyboardInterrupt would be lost in ctypes.  So the outermost guard
+# on the main thread, where SIGINT has Python's default handler, puts in one
+# that notes the first Ctrl-C; the next callback raises KeyboardInterrupt
+# inside its try, which stops the C call cleanly, and the guard raises it
+# when no callback ran after it.  A second Ctrl-C raises at once, as usual.
+_sigint_pending = [False]
+
+
+def _note_sigint(signum, frame):
+    if _sigint_pending[0]:
+        raise KeyboardInterrupt
+    _sigint_pending[0] = True
+
 
 class CallbackGuard:
     """Wraps one C call that may run Python callbacks (a context manager)."""
 
     def __init__(self):
         self.error = None
+        self._sigint = None  # the handler put back on exit
 
     def __enter__(self):
         stack = getattr(_local, "guards", None)
         if stack is None:
             stack = _local.guards = []
+        if (not stack and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            _sigint_pending[0] = False
+            self._sigint = signal.signal(signal.SIGINT, _note_sigint)
         stack.append(self)
         return self
 
     def __exit__(self, kind, value, tb):
         _local.guards.pop()
         error, self.error = self.error, None
+        if self._sigint is not None:
+            signal.signal(signal.SIGINT, self._sigint)
+            self._sigint = None
+            if _sigint_pending[0]:
+                _sigint_pending[0] = False
+                if not isinstance(error, KeyboardInterrupt):
+                    error = KeyboardInterrupt()
         if error is None:
             return False
         if isinstance(value, errors.TilekernError):
@@ -551,6 +581,9 @@ def trampoline(fn, ctype):
         if guard is not None and guard.error is not None:
             return 1  # an earlier callback of this call failed: stop quickly
         try:
+            if _sigint_pending[0]:
+                _sigint_pending[0] = False
+                raise KeyboardInterrupt
             fn(*args)
         except BaseException as e:  # noqa: B902 - KeyboardInterrupt included
             if guard is None:

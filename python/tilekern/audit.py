@@ -120,17 +120,33 @@ class Audit(_ffi.Handle):
     as an array of the same shape and dtype: a numpy function, a jitted JAX
     function, a Pallas kernel.  A candidate that has an ``out`` parameter
     is given the output array to write (no copy).  The arrays it receives
-    are valid only during the call."""
+    are valid only during the call.
+
+    progress, if given, is called as progress(case, step, fraction) while
+    run() works (see set_progress).  Even without one, run() stops at the
+    next report when Ctrl-C is pressed, raising KeyboardInterrupt."""
 
     _destroy = "tk_audit_destroy"
 
-    def __init__(self, contract: Kernel, candidate: Optional[Callable] = None):
+    def __init__(self, contract: Kernel, candidate: Optional[Callable] = None,
+                 progress: Optional[Callable] = None):
         super().__init__(_ffi.new_handle(lib.tk_audit_create, contract), (contract,))
         self.contract = contract
         self._n_inputs = contract.n_inputs
         self._cb = None
+        # Always installed: a report returns to Python, where a pending
+        # Ctrl-C is raised and stops the run.  No reference to self (a cycle).
+        box = self._progress = [None]
+
+        def report(user, case, step, fraction):
+            if box[0] is not None:
+                box[0](case, step.decode(), fraction)
+
+        self._progress_cb = _ffi.trampoline(report, _ffi.PROGRESS_FN)
+        lib.tk_audit_set_progress(self, self._progress_cb, None)
         if candidate is not None:
             self.set_candidate(candidate)
+        self.set_progress(progress)
 
     def set_candidate(self, fn: Callable) -> None:
         if not callable(fn):
@@ -138,6 +154,17 @@ class Audit(_ffi.Handle):
         cb = _candidate_trampoline(fn, self._n_inputs)
         lib.tk_audit_set_candidate(self, cb, None)
         self._cb = cb  # the ctypes callback must live as long as the audit uses it
+
+    def set_progress(self, fn: Optional[Callable]) -> None:
+        """fn(case, step, fraction) is called during run(): case is the
+        case's index, step one of "candidate", "oracle", "measure" and
+        "diagnosis" as each begins, fraction how much of the step's current
+        pass is done (0 to 1; a reduction's oracle and diagnosis report as
+        their sums advance, each diagnosis pass from 0).  An exception it
+        raises stops the run and propagates.  None: no reports."""
+        if fn is not None and not callable(fn):
+            raise errors.InvalidArgumentError(f"the progress function {fn!r} is not callable")
+        self._progress[0] = fn
 
     def set_gap_tolerance(self, dtype, atol: float, rtol: float) -> None:
         """The tolerance of the precision gap for one dtype."""
@@ -296,20 +323,20 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
           shapes: Sequence[Tuple[int, int]] = ((8, 128), (9, 129), (17, 257)),
           dtypes: Sequence[str] = ("float32", "bfloat16"),
           originals: Optional[Callable] = None, seed: int = 0,
-          report=None) -> AuditResult:
+          report=None, progress: Optional[Callable] = None) -> AuditResult:
     """Audit candidate over every shape x dtype.
 
     contract defaults to Kernel.axpy(2.0).  originals(shape, n_inputs) gives
     the original float32 inputs of a shape (default: standard normal draws
     from numpy.random.default_rng(seed)); every dtype of a shape uses the
     same originals.  report is a path, or a sequence of paths, written in
-    the format of each suffix."""
+    the format of each suffix; progress is as in Audit.set_progress."""
     if contract is None:
         contract = Kernel.axpy(2.0)
     rng = np.random.default_rng(seed)
     draw = originals or (lambda shape, n: [rng.standard_normal(shape, np.float32)
                                            for _ in range(n)])
-    a = Audit(contract, candidate)
+    a = Audit(contract, candidate, progress)
     for shape in shapes:
         data = draw(tuple(shape), contract.n_inputs)
         for dtype in dtypes:
@@ -322,9 +349,9 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     return result
 
 
-def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report):
+def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report, progress):
     rng = np.random.default_rng(seed)
-    a = Audit(contract, candidate)
+    a = Audit(contract, candidate, progress)
     for shape in shapes:
         m, k = shape[0], shape[1]
         data = [rng.standard_normal((m, k), np.float32)]
@@ -343,21 +370,24 @@ def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, repor
 def audit_matmul(candidate: Callable, shapes: Sequence[Tuple[int, int, int]] = (
                      (8, 128, 128), (17, 257, 129)),
                  dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
-                 accum: str = "float32", seed: int = 0, report=None) -> AuditResult:
+                 accum: str = "float32", seed: int = 0, report=None,
+                 progress: Optional[Callable] = None) -> AuditResult:
     """Audit candidate(x, y) -> x @ y over every (m, k, n) x dtype, on
     standard normal originals, under the error bound of accum accumulation;
-    out_dtype is the output's dtype (default: each case's dtype)."""
+    out_dtype is the output's dtype (default: each case's dtype); report
+    and progress as in audit()."""
     return _audit_reduction(Kernel.matmul(accum), candidate, shapes, dtypes, out_dtype,
-                            seed, report)
+                            seed, report, progress)
 
 
 def audit_row_sum(candidate: Callable, shapes: Sequence[Tuple[int, int]] = (
                       (8, 128), (17, 257)),
                   dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
-                  accum: str = "float32", seed: int = 0, report=None) -> AuditResult:
+                  accum: str = "float32", seed: int = 0, report=None,
+                  progress: Optional[Callable] = None) -> AuditResult:
     """Audit candidate(x) -> x.sum(axis=1, keepdims=True) as audit_matmul."""
     return _audit_reduction(Kernel.row_sum(accum), candidate, shapes, dtypes, out_dtype,
-                            seed, report)
+                            seed, report, progress)
 
 
 def rounding_counterexample(dtype="bfloat16", first: float = 1.00390625,

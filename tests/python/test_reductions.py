@@ -208,3 +208,69 @@ def test_every_summation_order_in_float32_is_within_the_bound(order):
         assert r.passed, r.summary()
         ratios = [c.bound_ratio for c in r.cases if c.dtype == "float32"]
         assert max(ratios) < 1.0 and max(ratios) > 0.0
+
+
+def test_progress_reports_each_step_and_an_exception_stops_the_run():
+    seen = []
+    result = tk.audit_matmul(bf16_accumulating, shapes=[(9, 300, 70)], dtypes=["bfloat16"],
+                             progress=lambda *report: seen.append(report))
+    assert not result.passed and result.cases[0].diagnosis == "bfloat16-accumulation"
+    steps = [s for _, s, _ in seen]
+    assert {c for c, _, _ in seen} == {0}
+    assert steps[0] == "candidate" and steps[-1] == "diagnosis"
+    assert steps.index("measure") == len(steps) - steps[::-1].index("measure") - 1
+    oracle = [f for _, s, f in seen if s == "oracle"]
+    assert oracle[0] == 0.0 and oracle[-1] == 1.0 and oracle == sorted(oracle)
+    assert len(oracle) == 4   # its start and K = 300's three panels of 128
+
+    a = result.audit
+    before = a.results
+
+    def stop(case, step, fraction):
+        if step == "oracle" and fraction > 0.5:
+            raise LookupError(f"stopped at {fraction}")
+
+    a.set_progress(stop)
+    with pytest.raises(LookupError, match="stopped at"):
+        a.run()
+    assert a.results == before, "a stopped run keeps the last complete run's results"
+    with pytest.raises(tk.InvalidArgumentError, match="not callable"):
+        a.set_progress(42)
+
+
+def test_ctrl_c_stops_the_oracle_at_its_next_report():
+    """SIGINT while the C oracle sums: its next report returns to Python,
+    which raises KeyboardInterrupt there, with or without a progress
+    function; the oracle (some 0.4 s here) is not left to finish."""
+    import os
+    import signal
+    import threading
+
+    rng = np.random.default_rng(5)
+    data = [rng.standard_normal((256, 32768), np.float32),
+            rng.standard_normal((32768, 256), np.float32)]
+    for with_progress in (False, True):
+        calls, seen, returned = [], [], threading.Event()
+
+        def interrupt():
+            returned.wait()
+            threading.Event().wait(0.005)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        def candidate(x, y):
+            calls.append(x.shape)
+            if len(calls) == 1:
+                threading.Thread(target=interrupt).start()
+            out = f32(x) @ f32(y)
+            returned.set()
+            return out
+
+        a = tk.Audit(tk.Kernel.matmul(), candidate,
+                     (lambda *r: seen.append(r)) if with_progress else None)
+        for _ in range(2):
+            a.add_reduction_case("bfloat16", data, "float32")
+        with pytest.raises(KeyboardInterrupt):
+            a.run()
+        assert len(calls) == 1
+        if with_progress:
+            assert seen[-1][1] == "oracle" and seen[-1][2] < 1.0, seen[-3:]
