@@ -14,6 +14,7 @@ Where the library comes from, first match wins:
 """
 import ctypes
 import ctypes.util
+import numbers
 import os
 import signal
 import threading
@@ -480,15 +481,44 @@ class _Functions:
 lib = _Functions()
 
 
+_INTS = {c_int: ("int", -2**31, 2**31 - 1), c_int64: ("int64_t", -2**63, 2**63 - 1),
+         c_size_t: ("size_t", 0, 2**64 - 1), c_uint16: ("uint16_t", 0, 2**16 - 1),
+         c_uint64: ("uint64_t", 0, 2**64 - 1)}
+
+
 def _checked(fn):
-    """fn, refusing a closed handle with StateError before ctypes sees it
-    (ctypes would turn any error raised while converting an argument into
-    ctypes.ArgumentError)."""
+    """fn, refusing before ctypes sees them a closed handle (StateError),
+    an integer argument the C type cannot hold (SizeOverflowError: ctypes
+    would wrap it silently) and a non-integer one (InvalidArgumentError:
+    ctypes would raise ctypes.ArgumentError, or truncate)."""
+    ints = [(i, _INTS[t]) for i, t in enumerate(fn.argtypes) if t in _INTS]
+
     def call(*args):
+        held = []
         for a in args:
             if getattr(a, "_closing", False):
                 raise errors.StateError(f"this {type(a).__name__} is closed")
-        return fn(*args)
+            if hasattr(a, "_release"):   # a Handle (defined below)
+                held.append(a)
+            held.extend(getattr(a, "_handles", ()))
+        for i, (ctype, lo, hi) in ints:
+            a = args[i]
+            if not isinstance(a, numbers.Integral):
+                raise errors.InvalidArgumentError(f"{fn.__name__}: argument {i + 1} must be "
+                                                  f"an integer, not {a!r}")
+            if not lo <= a <= hi:
+                raise errors.SizeOverflowError(f"{fn.__name__}: {int(a)} does not fit "
+                                               f"{ctype} (argument {i + 1})")
+        # A handle the call uses outlives it: closed from a callback of the
+        # call, it is released when the call returns.
+        for h in held:
+            h._holders += 1
+        try:
+            return fn(*args)
+        finally:
+            for h in held:
+                h._holders -= 1
+                h._release()
     call.__name__ = call.__qualname__ = fn.__name__
     return call
 
@@ -708,4 +738,6 @@ def handle_array(handles):
     for h in handles:
         if h._closing:
             raise errors.StateError(f"this {type(h).__name__} is closed")
-    return (c_void_p * max(len(handles), 1))(*[h._as_parameter_.value for h in handles])
+    array = (c_void_p * max(len(handles), 1))(*[h._as_parameter_.value for h in handles])
+    array._handles = tuple(handles)  # held by the call it is passed to
+    return array

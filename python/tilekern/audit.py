@@ -116,7 +116,8 @@ class Audit(_ffi.Handle):
     """Audits candidates against the contract kernel over a list of cases.
 
     The candidate is any callable taking the stored inputs of a case as
-    numpy arrays (float32, or ml_dtypes.bfloat16) and returning the output
+    numpy arrays (float32, or the ml_dtypes/numpy dtype of the case: bfloat16,
+    float16, float8_e4m3fn, float8_e5m2) and returning the output
     as an array of the same shape and dtype: a numpy function, a jitted JAX
     function, a Pallas kernel.  A candidate that has an ``out`` parameter
     is given the output array to write (no copy).  The arrays it receives
@@ -264,6 +265,12 @@ class Audit(_ffi.Handle):
     def check_permutation(self, case: int, order: Sequence[int]) -> bool:
         """Run the candidate on the case's rows jointly permuted by order;
         True when the output rows come back permuted the same way."""
+        order = list(order)
+        value = ctypes.c_double()
+        lib.tk_audit_result(self, case, _ffi.TK_AUDIT_ROWS, ctypes.byref(value))
+        if len(order) != int(value.value):   # the C library reads one entry per row
+            raise errors.InvalidArgumentError(
+                f"order has {len(order)} entries; case {case} has {int(value.value)} rows")
         rows = (ctypes.c_int64 * max(len(order), 1))(*order)
         try:
             with _ffi.CallbackGuard():
@@ -310,8 +317,11 @@ class AuditResult:
                 lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype}: "
                              f"{verdict}; gap max abs {c.gap_max_abs!r}")
                 continue
+            # NaN differences never enter the maxima: say so where only they differ.
+            nan = (" (NaN or signed-zero differences, which the maxima leave out)"
+                   if c.impl_max_abs == 0.0 else "")
             verdict = "passed" if c.passed else (
-                f"FAILED: {c.impl_mismatches} mismatches, max abs {c.impl_max_abs!r}, "
+                f"FAILED: {c.impl_mismatches} mismatches{nan}, max abs {c.impl_max_abs!r}, "
                 f"diagnosis {c.diagnosis}")
             lines.append(f"{c.rows}x{c.cols} {c.dtype}: {verdict}; gap max abs "
                          f"{c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, output "
@@ -333,6 +343,7 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     the format of each suffix; progress is as in Audit.set_progress."""
     if contract is None:
         contract = Kernel.axpy(2.0)
+    shapes = _shapes(shapes, 2, "rows, cols")
     rng = np.random.default_rng(seed)
     draw = originals or (lambda shape, n: [rng.standard_normal(shape, np.float32)
                                            for _ in range(n)])
@@ -349,7 +360,23 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     return result
 
 
+def _shapes(shapes, rank, names):
+    """shapes as tuples of rank positive ints, or InvalidArgumentError."""
+    out = []
+    for shape in shapes:
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if len(shape) != rank or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0
+                for d in shape):
+            raise errors.InvalidArgumentError(f"shape {shape!r} is not {rank} positive "
+                                              f"integers ({names})")
+        out.append(shape)
+    return out
+
+
 def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report, progress):
+    shapes = _shapes(shapes, 1 + contract.n_inputs, "m, k, n" if contract.n_inputs == 2
+                     else "m, k")
     rng = np.random.default_rng(seed)
     a = Audit(contract, candidate, progress)
     for shape in shapes:

@@ -83,6 +83,8 @@ class Bench(_ffi.Handle):
 
     def set_boundary(self, text: str) -> None:
         """What one sample includes, recorded in the receipt."""
+        if not isinstance(text, str):
+            raise errors.InvalidArgumentError(f"the boundary {text!r} is not a str")
         lib.tk_bench_set_boundary(self, text.encode())
 
     def add(self, label: str, run: Callable[[], object], *,
@@ -94,6 +96,11 @@ class Bench(_ffi.Handle):
         target.  sync="block_until_ready" waits on what run() returned (JAX
         arrays).  On the host (platform "cpu") sync may be None.  placement
         is where the inputs live (None: on the target).  Returns the index."""
+        if not isinstance(label, str):
+            raise errors.InvalidArgumentError(f"the label {label!r} is not a str")
+        for name, f in (("run", run), ("compile", compile)):
+            if not (callable(f) or (f is None and name == "compile")):
+                raise errors.InvalidArgumentError(f"{name} {f!r} of {label!r} is not callable")
         state = {}
         if sync == "block_until_ready":
             def run_kept():

@@ -1,7 +1,7 @@
 """Compare: an actual matrix against an expected one, with an explicit
 tolerance, a ULP criterion and a NaN policy."""
 import ctypes
-from typing import Dict, NamedTuple
+from typing import Dict, NamedTuple, Optional
 
 from . import _ffi, errors
 from ._ffi import lib
@@ -34,16 +34,20 @@ class Where(NamedTuple):
 
 
 class Compare(_ffi.Handle):
-    """Compares in dtype ("float32" or "bfloat16"): an element passes when
-    |actual - expected| <= atol + rtol * |expected| (and within max_ulp ULP
-    when max_ulp >= 0), NaNs by nan_policy ("match", "any", "ignore")."""
+    """Compares in dtype (float32, bfloat16, float16, float8_e4m3fn or
+    float8_e5m2): an element passes when |actual - expected| <= atol +
+    rtol * |expected| (and within max_ulp ULP when max_ulp >= 0), NaNs by
+    nan_policy ("match", "any", "ignore").  Without atol and rtol the
+    dtype's defaults apply (torch.testing.assert_close's; see
+    tk_compare(3)); with either, the other is 0."""
 
     _destroy = "tk_compare_destroy"
 
-    def __init__(self, dtype="float32", *, atol: float = 0.0, rtol: float = 0.0,
-                 max_ulp: int = -1, nan_policy: str = "match"):
+    def __init__(self, dtype="float32", *, atol: Optional[float] = None,
+                 rtol: Optional[float] = None, max_ulp: int = -1, nan_policy: str = "match"):
         super().__init__(_ffi.new_handle(lib.tk_compare_create, dtype_code(dtype)))
-        self.set_tolerance(atol, rtol)
+        if atol is not None or rtol is not None:
+            self.set_tolerance(atol or 0.0, rtol or 0.0)
         self.max_ulp = max_ulp
         self.nan_policy = nan_policy
 

@@ -42,16 +42,24 @@ def _body_trampoline(fn, n_inputs):
     return _ffi.trampoline(body, _ffi.BODY_FN)
 
 
-def prepare_io(inputs, output, shape, what):
-    """Wrap the inputs (and the output, allocated like the first input when
-    None) as matrices; returns (input matrices, output matrix, the output
-    object to hand back)."""
-    if isinstance(inputs, (np.ndarray, Matrix)):
+def prepare_io(inputs, output, shape, n_inputs, what):
+    """Wrap the kernel's n_inputs inputs (and the output, allocated like the
+    first input when None) as matrices; returns (input matrices, output
+    matrix, the output object to hand back)."""
+    try:
+        if isinstance(inputs, (np.ndarray, Matrix)):
+            raise TypeError
+        inputs = list(inputs)
+    except TypeError:
         raise errors.InvalidArgumentError(f"{what}: inputs is a sequence of arrays, not "
-                                          f"one array")
+                                          f"{type(inputs).__name__}") from None
+    if len(inputs) != n_inputs:   # the C library reads the kernel's count of them
+        raise errors.InvalidArgumentError(f"{what}: the kernel has {n_inputs} input(s), "
+                                          f"{len(inputs)} were given")
     mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
     if output is None:
         code = lib.tk_matrix_dtype(mats[0]) if mats else _ffi.TK_DTYPE_F32
+        shape = (lib.tk_matrix_rows(mats[0]), lib.tk_matrix_cols(mats[0])) if mats else shape
         output = np.empty(shape, numpy_dtype(code))
     return mats, as_matrix(output, "output"), output
 
@@ -131,7 +139,8 @@ class Kernel(_ffi.Handle):
         """Run on the host over tiling.  inputs are numpy arrays or Matrix
         objects of one dtype and the tiling's shape; output (an array or a
         Matrix, allocated like the first input when None) is returned."""
-        mats, out, result = prepare_io(inputs, output, tiling.shape, "Kernel.run")
+        mats, out, result = prepare_io(inputs, output, tiling.shape, self.n_inputs,
+                                       "Kernel.run")
         with _ffi.CallbackGuard():
             lib.tk_kernel_run(self, tiling, _ffi.handle_array(mats), out)
         return result

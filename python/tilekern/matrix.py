@@ -130,8 +130,9 @@ class Matrix(_ffi.Handle):
             raise errors.InvalidArgumentError(
                 f"Matrix.wrap takes a numpy array, not {type(array).__name__}; use "
                 f"numpy.asarray first (which may copy)")
-        if array.ndim != 2:
-            raise errors.ShapeError(f"a 2-D array is needed, not shape {array.shape}")
+        if array.ndim != 2 or 0 in array.shape:
+            raise errors.ShapeError(f"a non-empty 2-D array is needed, not shape "
+                                    f"{array.shape}")
         code = _array_code(array, dtype)
         rows, cols = array.shape
         size = array.itemsize
@@ -310,7 +311,7 @@ def from_f32(x, dtype: DtypeLike) -> np.ndarray:
     out = np.empty(src.shape, numpy_dtype(code))
     lib.tk_dtype_from_f32_n(code, out.ctypes.data_as(ctypes.c_void_p),
                             src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), src.size)
-    return out
+    return out.reshape(np.shape(x))   # a 0-d x: ascontiguousarray made it 1-d
 
 
 def to_f32(x, dtype: Optional[DtypeLike] = None) -> np.ndarray:
@@ -321,9 +322,12 @@ def to_f32(x, dtype: Optional[DtypeLike] = None) -> np.ndarray:
     out = np.empty(src.shape, np.float32)
     lib.tk_dtype_to_f32_n(code, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                           src.ctypes.data_as(ctypes.c_void_p), src.size)
-    return out
+    return out.reshape(np.shape(x))
 
 
 def ulp_distance(dtype: DtypeLike, a: float, b: float) -> int:
     """Units in the last place between a and b in dtype (2**64-1 for NaN)."""
-    return lib.tk_ulp_distance(dtype_code(dtype), a, b)
+    code = dtype_code(dtype)
+    if code == _ffi.TK_DTYPE_I32:   # the C function's NaN answer would read as a distance
+        raise errors.DtypeError("ulp_distance needs a float dtype, not int32")
+    return lib.tk_ulp_distance(code, a, b)

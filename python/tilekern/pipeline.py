@@ -109,10 +109,15 @@ class Pipeline(_ffi.Handle):
                 lib.tk_pipeline_run_call(self, len(mats), _ffi.handle_array(mats), len(outs),
                                          _ffi.handle_array(outs))
             return list(result)
-        mats, out, result = prepare_io(inputs, output, self._shape, "Pipeline.run")
+        mats, out, result = prepare_io(inputs, output, self._shape, self.kernel.n_inputs,
+                                       "Pipeline.run")
         with _ffi.CallbackGuard():
             lib.tk_pipeline_run(self, _ffi.handle_array(mats), out)
         return result
+
+    def _open(self) -> None:
+        if self.closed:   # what stats and hazards pass over must not hide this
+            raise errors.StateError("this Pipeline is closed")
 
     def stat(self, name: str) -> float:
         """One statistic of the last run, by name (see STATS)."""
@@ -126,6 +131,7 @@ class Pipeline(_ffi.Handle):
     @property
     def stats(self) -> Dict[str, float]:
         """Every statistic the last run has (modeled_* are modeled times)."""
+        self._open()
         out = {}
         for name in STATS:
             try:
@@ -137,6 +143,7 @@ class Pipeline(_ffi.Handle):
     @property
     def hazards(self) -> List[Hazard]:
         """The witnesses of the last run with race detection."""
+        self._open()
         try:
             count = int(self.stat("hazards"))
         except errors.StateError:

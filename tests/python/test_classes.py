@@ -213,3 +213,110 @@ def test_pipeline_slots_start_as_nan_like_the_chip():
     lazy = tk.Kernel.custom(lambda inputs, output: None, 2, body="blockwise")
     with tk.Tiling(16, 256, 8, 128) as t, tk.Pipeline(lazy, t, tk.Device.simulated()) as p:
         assert np.isnan(p.run([x, x])).all()
+
+
+def test_runs_refuse_a_wrong_number_of_inputs():
+    """The C library reads as many inputs as the kernel has: fewer would be
+    read past the array's end, more would be ignored."""
+    x = np.ones((8, 128), np.float32)
+    t = tk.Tiling(8, 128, 8, 128)
+    k = tk.Kernel.custom(lambda ins, out: None, 4)
+    with pytest.raises(tk.InvalidArgumentError, match="the kernel has 4 input.s., 3 were"):
+        k.run(t, [x, x, x])
+    with pytest.raises(tk.InvalidArgumentError, match="the kernel has 2 input.s., 3 were"):
+        tk.Kernel.axpy(2.0).run(t, [x, x, x])
+    p = tk.Pipeline(k, t, tk.Device.simulated())
+    with pytest.raises(tk.InvalidArgumentError, match="the kernel has 4 input.s., 1 were"):
+        p.run([x])
+    # An output allocated for the caller is not blamed for the inputs' shape.
+    with pytest.raises(tk.ShapeError) as info:
+        tk.Kernel.axpy(2.0).run(tk.Tiling(17, 128, 8, 128), [x, x])
+    assert "output" not in str(info.value), info.value
+
+
+def test_integers_a_c_argument_cannot_hold_are_refused_not_wrapped():
+    with pytest.raises(tk.SizeOverflowError, match="18446744073709551619 does not fit int64"):
+        tk.Matrix.create("float32", 2**64 + 3, 4)
+    with pytest.raises(tk.SizeOverflowError, match="does not fit int64"):
+        tk.Tiling(2**64 + 17, 257, 8, 128)
+    k = tk.Kernel.axpy(2.0)
+    with pytest.raises((tk.SizeOverflowError, tk.RangeError)):
+        k.threads = 2**64 + 2
+    assert k.threads == 1
+    with pytest.raises(tk.SizeOverflowError, match="81792 does not fit uint16_t"):
+        tk.bf16_to_f32(0x13F80)
+    with pytest.raises(tk.InvalidArgumentError, match="must be an integer, not 2.5"):
+        tk.Matrix.create("float32", 2.5, 4)
+    assert tk.Matrix.create("float32", np.int64(2), 4).shape == (2, 4)
+
+
+def test_a_handle_closed_inside_its_own_run_lives_until_the_run_returns():
+    x = np.arange(17 * 257, dtype=np.float32).reshape(17, 257)
+    m = tk.Matrix.wrap(x.copy())
+
+    def body(ins, out):
+        k.close()
+        m.close()
+        out[...] = ins[0]
+
+    k = tk.Kernel.custom(body, 1)
+    out = k.run(tk.Tiling(17, 257, 8, 128), [m])
+    assert k.closed and m.closed
+    assert np.array_equal(out, x)
+    with pytest.raises(tk.StateError, match="closed"):
+        k.run(tk.Tiling(17, 257, 8, 128), [x])
+
+
+def test_a_closed_pipeline_says_so():
+    p = tk.Pipeline(tk.Kernel.axpy(2.0), tk.Tiling(8, 128, 8, 128), tk.Device.simulated())
+    p.close()
+    for name in ("stats", "hazards"):
+        with pytest.raises(tk.StateError, match="closed"):
+            getattr(p, name)
+
+
+def test_compare_defaults_to_the_dtypes_tolerance():
+    a = np.float32([[1.0, 2.0]])
+    b = np.nextafter(a, np.float32(3))   # one ULP up
+    c = tk.Compare()
+    assert c.run(b, a)
+    assert (c.result("atol"), c.result("rtol")) == (1e-05, 1.3e-06)
+    assert not tk.Compare(atol=0.0).run(b, a)
+
+
+def test_scalars_stay_scalars_and_bad_arguments_are_named():
+    assert tk.from_f32(np.float32(1.5), "bfloat16").shape == ()
+    assert tk.to_f32(np.array(1.5, BF16)).shape == ()
+    with pytest.raises(tk.DtypeError, match="float dtype"):
+        tk.ulp_distance("int32", 1, 2)
+    a = tk.Audit(tk.Kernel.axpy(2.0), lambda x, y: (np.float32(2) * x + y).astype(x.dtype))
+    a.add_case("float32", [np.ones((2, 8), np.float32)] * 2)
+    for order in ([1], [2, 0, 1]):
+        with pytest.raises(tk.InvalidArgumentError, match=f"order has {len(order)} entries; "
+                                                          f"case 0 has 2 rows"):
+            a.check_permutation(0, order)
+    with pytest.raises(tk.ShapeError, match=r"non-empty 2-D array is needed, not shape \(0, 4\)"):
+        tk.Matrix.wrap(np.zeros((0, 4), np.float32))
+
+
+def test_audit_shapes_are_checked_before_any_work():
+    ok = lambda x, y: x   # noqa: E731 - never called
+    for call, shapes, words in [(tk.audit, [(-1, 5)], "2 positive integers .rows, cols."),
+                                (tk.audit_matmul, [(8, 128)], "3 positive integers .m, k, n."),
+                                (tk.audit_row_sum, [(8, 128, 1)], "2 positive integers")]:
+        with pytest.raises(tk.InvalidArgumentError, match=words):
+            call(ok, shapes=shapes)
+    b = tk.Bench(tk.Device.host())
+    with pytest.raises(tk.InvalidArgumentError, match="the label 3 is not a str"):
+        b.add(3, ok)
+    with pytest.raises(tk.InvalidArgumentError, match="run 5 of 'a' is not callable"):
+        tk.benchmark({"a": 5})
+    with pytest.raises(tk.InvalidArgumentError, match="boundary None"):
+        b.set_boundary(None)
+
+
+def test_a_summary_says_when_only_nan_differences_failed():
+    nan = lambda x, y: np.full(x.shape, np.nan, x.dtype)   # noqa: E731
+    result = tk.audit(nan, shapes=[(8, 128)], dtypes=["float32"])
+    assert not result.passed
+    assert "1024 mismatches (NaN or signed-zero differences" in result.summary()
