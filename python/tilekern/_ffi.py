@@ -15,6 +15,7 @@ Where the library comes from, first match wins:
 import ctypes
 import ctypes.util
 import numbers
+import operator
 import os
 import signal
 import threading
@@ -731,6 +732,15 @@ def encode(value, values, what):
 def text(raw):
     """A C string as str (None stays None)."""
     return _text(raw)
+
+
+def as_int(value, what):
+    """value as an int (any integer type, numpy's and JAX's scalars
+    included), or InvalidArgumentError: int() would truncate 2.5 to 2."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise errors.InvalidArgumentError(f"{what} {value!r} is not an integer") from None
 
 
 def handle_array(handles):

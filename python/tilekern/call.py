@@ -45,7 +45,8 @@ class Step(NamedTuple):
 def _index_map_trampoline(fn):
     def index_map(user, grid, rank, row, col):
         g = [grid[a] for a in range(rank)]
-        r, c = (int(v) for v in fn(*g))
+        r, c = (_ffi.as_int(v, f"the index map's block index for grid index {tuple(g)}")
+                for v in fn(*g))
         for v in (r, c):
             if not -2**63 <= v < 2**63:  # ctypes would wrap it silently
                 raise errors.RangeError(f"the index map sends grid index {tuple(g)} to "
@@ -88,7 +89,7 @@ class Call(_ffi.Handle):
                  dimension_semantics: Optional[Sequence[str]] = None, pad="zero"):
         if not callable(body):
             raise errors.InvalidArgumentError(f"the body {body!r} is not callable")
-        grid = tuple(int(g) for g in grid)
+        grid = tuple(_ffi.as_int(g, "the grid size") for g in grid)
         cb = _body_trampoline(body, len(in_specs))
         super().__init__(_ffi.new_handle(lib.tk_call_create, len(grid),
                                          (ctypes.c_int64 * max(len(grid), 1))(*grid), cb,
@@ -130,7 +131,11 @@ class Call(_ffi.Handle):
         add = lib.tk_call_add_input if kind == _ffi.TK_CALL_INPUT else lib.tk_call_add_output
         affine = None
         if spec.index_map is not None and not callable(spec.index_map):
-            flat = np.asarray(spec.index_map, dtype=np.int64).ravel()
+            flat = np.asarray(spec.index_map)
+            if flat.dtype.kind not in "iu":   # a cast would truncate 1.5 to 1
+                raise errors.InvalidArgumentError(f"an affine index map holds integers, not "
+                                                  f"{flat.dtype}: {spec.index_map!r}")
+            flat = flat.astype(np.int64).ravel()
             if flat.size != 2 * (len(self.grid) + 1):
                 raise errors.InvalidArgumentError(
                     f"an affine index map of a rank-{len(self.grid)} grid has "

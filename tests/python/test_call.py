@@ -150,6 +150,24 @@ def test_an_index_map_beyond_int64_is_refused_not_wrapped():
             [ints((4, 4), 1)])
 
 
+def test_integers_are_not_truncated():
+    """int() would make a grid of 2.5 steps 2, block 0.7 block 0 and an
+    affine coefficient 1.5 one; numpy integers are integers."""
+    spec = tk.BlockSpec((4, 4), (2, 2))
+    with pytest.raises(tk.InvalidArgumentError, match="the grid size 2.5 is not an integer"):
+        tk.Call((2.5, 2), lambda s, x, o: None, [spec], [spec])
+    with pytest.raises(tk.InvalidArgumentError, match=r"grid index \(0, 0\) 0.7 is not"):
+        tk.Call((2, 2), lambda s, x, o: None, [spec],
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (0.7 + i, j))]).run([ints((4, 4), 1)])
+    with pytest.raises(tk.InvalidArgumentError, match="affine index map holds integers"):
+        tk.Call((2, 2), lambda s, x, o: None, [spec],
+                [tk.BlockSpec((4, 4), (2, 2), [[1.5, 0, 0], [0, 1, 0]])])
+    c = tk.Call((np.int64(2), 2), lambda s, x, o: np.copyto(o, x), [spec],
+                [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (np.int32(i), j))])
+    x = ints((4, 4), 2)
+    assert np.array_equal(c.run([x])[0], x)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_call_of_a_kernel_is_its_run(dtype):
     # Call.from_kernel: the kernel's bits with tails on both axes, a call's
