@@ -547,6 +547,9 @@ typedef int (*tk_progress_fn)(void *user, int64_t case_index, const char *step,
 #define TK_SCHEDULE_BF16_ACCUM 10    /* accumulated in bfloat16 */
 #define TK_SCHEDULE_F16_ACCUM 11     /* accumulated in float16 */
 #define TK_SCHEDULE_NO_INIT 12       /* output read before it was written */
+/* Both of the built-in axpy's arithmetic flags at once (0.6). */
+#define TK_SCHEDULE_XLA_ARITH 13     /* fused and flushed; the contract does neither */
+#define TK_SCHEDULE_NUMPY_ARITH 14   /* rounded twice, subnormals kept; the contract is XLA's */
 #define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
 
 /* Report formats. */

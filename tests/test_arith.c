@@ -296,7 +296,23 @@ Test(arith, the_audit_passes_the_declared_arithmetic_and_names_the_others)
         cr_assert_eq(audit(TK_ARITH_NUMPY, TK_ARITH_FTZ, dtype, true),
                      TK_SCHEDULE_FLUSH_SUBNORMAL);
         cr_assert_eq(audit(TK_ARITH_XLA, TK_ARITH_FMA, dtype, true), TK_SCHEDULE_KEEP_SUBNORMAL);
+        /* numpy code against the XLA contract, and XLA against numpy's: on
+         * data with subnormals where fusing also shows, neither flag alone
+         * explains the candidate (where fusing is hidden, the flush does). */
+        got = audit(TK_ARITH_XLA, TK_ARITH_NUMPY, dtype, true);
+        cr_assert_eq(got, differs ? TK_SCHEDULE_NUMPY_ARITH : TK_SCHEDULE_KEEP_SUBNORMAL,
+                     "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
+        got = audit(TK_ARITH_NUMPY, TK_ARITH_XLA, dtype, true);
+        cr_assert_eq(got, differs ? TK_SCHEDULE_XLA_ARITH : TK_SCHEDULE_FLUSH_SUBNORMAL,
+                     "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
+        /* Only the two arithmetics themselves: FMA alone against FTZ alone is
+         * no one's. */
+        cr_assert_eq(audit(TK_ARITH_FMA, TK_ARITH_FTZ, dtype, true), differs
+                     ? TK_SCHEDULE_UNKNOWN : TK_SCHEDULE_FLUSH_SUBNORMAL);
     }
+    cr_assert_eq(fusing_shows(TK_DTYPE_F32), true, "the f32 data must show fusing");
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_XLA_ARITH), "xla-arithmetic");
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_NUMPY_ARITH), "numpy-arithmetic");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_FUSED_MULADD), "fused-multiply-add");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_MULADD),
                      "separate-multiply-add");

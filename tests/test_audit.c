@@ -682,10 +682,10 @@ Test(audit_diagnosis, custom_three_input_contract)
 
 Test(audit_diagnosis, schedule_names)
 {
-    for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_NO_INIT; s++)
+    for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_NUMPY_ARITH; s++)
         cr_assert_not_null(tk_audit_schedule_name(s), "schedule %d", s);
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_EARLY_ROUND), "early-rounding");
-    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT + 1));
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_NUMPY_ARITH + 1));
     cr_assert_null(tk_audit_schedule_name(-2));
 }
 

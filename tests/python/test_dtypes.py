@@ -192,3 +192,24 @@ def test_audit_names_a_candidate_that_fuses():
     assert not r.passed and r.cases[0].diagnosis == "fused-multiply-add"
     assert tk.audit(fused, tk.Kernel.axpy(3.0, arith="fma"), shapes=[(8, 128)],
                     dtypes=["float32"]).passed
+
+
+def test_audit_names_numpy_code_under_the_xla_contract():
+    """numpy rounds alpha * x on its own and keeps subnormals; XLA (the
+    contract Pallas's interpret mode matches) fuses and flushes. Where both
+    show, the diagnosis names the arithmetic, not an unknown schedule."""
+    rng = np.random.default_rng(0)
+
+    def originals(shape, n):
+        x = rng.standard_normal(shape).astype(np.float32)
+        y = rng.standard_normal(shape).astype(np.float32)
+        x[::3] *= np.float32(2.0**-128)   # subnormal operands and results on every
+        y[::3] *= np.float32(2.0**-128)   # third row
+        return [x, y]
+
+    numpy_axpy = lambda x, y: np.float32(3) * x + y   # noqa: E731
+    r = tk.audit(numpy_axpy, tk.Kernel.axpy(3.0, arith="xla"), shapes=[(8, 128)],
+                 dtypes=["float32"], originals=originals)
+    assert not r.passed and r.cases[0].diagnosis == "numpy-arithmetic", r.summary()
+    assert tk.audit(numpy_axpy, tk.Kernel.axpy(3.0), shapes=[(8, 128)], dtypes=["float32"],
+                    originals=originals).passed
