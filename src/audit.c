@@ -202,7 +202,7 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
     if (!tk__mul(rows, cols, &plane))
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_case: %lldx%lld overflows",
                         (long long)rows, (long long)cols);
-    int rc = tk__bytes(plane, n, sizeof(float), &bytes);
+    int rc = tk__bytes("tk_audit_add_case", plane, n, sizeof(float), &bytes);
     if (rc || (rc = tk__grow(a, "tk_audit_add_case")))
         return rc;
     float *copy = malloc(bytes);
@@ -292,7 +292,8 @@ static size_t tk__plane_bytes(const tk__case *c)
 /* The bytes of n_planes planes and the slack to start them on a line. */
 static int tk__planes_bytes(const tk__case *c, int n_planes, size_t *bytes)
 {
-    int rc = tk__bytes(c->rows * c->cols, n_planes * tk__esize(c->dtype), 1, bytes);
+    int rc = tk__bytes("tk_audit_run", c->rows * c->cols, n_planes * tk__esize(c->dtype), 1,
+                       bytes);
     /* At most 63 per plane to round up, and 63 to align the first (no
      * overflow: tk__bytes stays under PTRDIFF_MAX). */
     if (!rc)

@@ -164,8 +164,8 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
                         "(i, j), only for a rank-2 grid; this grid has rank %d", fn,
                         c->rank);
     size_t bytes;
-    int rc = tk__bytes(block_rows, block_cols, sizeof(float), &bytes);
-    if (rc || (rc = tk__bytes(rows, cols, tk__esize(dtype), &bytes)))
+    int rc = tk__bytes(fn, block_rows, block_cols, sizeof(float), &bytes);
+    if (rc || (rc = tk__bytes(fn, rows, cols, tk__esize(dtype), &bytes)))
         return tk__fail(rc, "%s: %lldx%lld %s with %lldx%lld blocks overflows", fn,
                         (long long)rows, (long long)cols, tk_dtype_name(dtype),
                         (long long)block_rows, (long long)block_cols);
@@ -395,8 +395,8 @@ static int tk__make_plan(tk_call *c)
     c->planned = false;
     p->n = c->n_in + c->n_out;
     size_t idx_bytes, grid_bytes;
-    int rc = tk__bytes(c->steps, (int64_t)p->n * 2, sizeof(int64_t), &idx_bytes);
-    if (rc || (rc = tk__bytes(c->steps, c->rank, sizeof(int64_t), &grid_bytes)))
+    int rc = tk__bytes("tk_call_run", c->steps, (int64_t)p->n * 2, sizeof(int64_t), &idx_bytes);
+    if (rc || (rc = tk__bytes("tk_call_run", c->steps, c->rank, sizeof(int64_t), &grid_bytes)))
         return rc;
     p->idx = malloc(idx_bytes ? idx_bytes : 1);
     p->grid = malloc(grid_bytes);
@@ -878,7 +878,7 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run, bool aliased)
         ok = ok && tk__block_floats(c, run, o, &f) && tk__add(floats, f, &floats);
     }
     size_t bytes;
-    int rc = ok ? tk__bytes(floats, 1, sizeof(float), &bytes) : TK_EOVERFLOW;
+    int rc = ok ? tk__bytes("tk_call_run", floats, 1, sizeof(float), &bytes) : TK_EOVERFLOW;
     if (rc)
         return tk__fail(TK_EOVERFLOW, "tk_call_run: the operands' f32 blocks overflow");
     /* One run at a time (re-entry is refused), so no run needs another's
@@ -899,7 +899,7 @@ static int tk__run_alloc(tk_call *c, int n, tk__run *run, bool aliased)
     if (!c->undo)
         return TK_OK;  /* nothing is saved: undo and wrote stay NULL */
     size_t wrote;
-    rc = tk__bytes(c->steps, c->n_out, sizeof *run->wrote, &wrote);
+    rc = tk__bytes("tk_call_run", c->steps, c->n_out, sizeof *run->wrote, &wrote);
     if (rc)
         return rc;
     if (!tk__keep(&c->work, &c->work_bytes, undo) ||

@@ -483,7 +483,7 @@ int tk_compare_run(tk_compare *c, const tk_matrix *actual,
                         (long long)actual->cols, (long long)expected->rows,
                         (long long)expected->cols);
     size_t bytes;
-    int rc = tk__bytes(2, actual->cols, sizeof(float), &bytes);
+    int rc = tk__bytes("tk_compare_run", 2, actual->cols, sizeof(float), &bytes);
     if (rc)
         return rc;
     float *a = malloc(bytes);

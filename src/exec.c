@@ -562,7 +562,7 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
     if (!e->area)
         return TK_OK;
     size_t bytes;
-    int rc = tk__bytes(e->n + 1, e->area, sizeof(float), &bytes);
+    int rc = tk__bytes(e->by->fn, e->n + 1, e->area, sizeof(float), &bytes);
     if (rc)
         return rc;
     if (!(e->scratch = malloc(bytes)))

@@ -66,7 +66,7 @@ static inline bool tk__add(int64_t a, int64_t b, int64_t *r)
 }
 
 /* rows*cols*elem bytes, as size_t, or a TK_EOVERFLOW failure naming it. */
-int tk__bytes(int64_t rows, int64_t cols, int64_t elem, size_t *bytes);
+int tk__bytes(const char *fn, int64_t rows, int64_t cols, int64_t elem, size_t *bytes);
 
 /* A buffer a handle keeps between runs (fresh pages fault on each): *buf
  * of *have bytes, replaced by a larger one when need is more.  False, with

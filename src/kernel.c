@@ -294,8 +294,8 @@ int tk__kernel_exec(const tk__runner *by, const tk_kernel *k, const tk_tiling *t
      * written only by the final crop), or the undo copy of the output. */
     size_t bytes;
     int64_t es = tk__esize(output->dtype);
-    if ((rc = pad ? tk__bytes(k->n_inputs + 1, t->padded_elements, es, &bytes)
-                  : tk__bytes(output->rows, output->cols, es, &bytes)))
+    if ((rc = pad ? tk__bytes(by->fn, k->n_inputs + 1, t->padded_elements, es, &bytes)
+                  : tk__bytes(by->fn, output->rows, output->cols, es, &bytes)))
         return tk__fail(rc, "%s: %s of %lldx%lld %s overflows", by->fn,
                         pad ? "the padded copies" : "the undo copy",
                         (long long)(pad ? t->padded_rows : output->rows),

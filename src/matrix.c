@@ -23,7 +23,7 @@ static int tk__matrix_new(tk_matrix **out, const char *fn, int dtype,
                           int64_t rows, int64_t cols, int64_t stride, void *data)
 {
     size_t bytes;
-    int rc = tk__bytes(rows, stride, tk__esize(dtype), &bytes);
+    int rc = tk__bytes(fn, rows, stride, tk__esize(dtype), &bytes);
     if (rc)
         return tk__fail(rc, "%s: %lldx%lld %s matrix (row stride %lld) overflows",
                         fn, (long long)rows, (long long)cols,

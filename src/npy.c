@@ -334,7 +334,7 @@ static int tk__npy_load(FILE *f, const char *path, const unsigned char *pre,
 
     int64_t rows = h.dims[0], cols = h.dims[1];
     size_t bytes;
-    if ((rc = tk__bytes(rows, cols, tk__esize(dtype), &bytes)))
+    if ((rc = tk__bytes("tk_matrix_load_npy", rows, cols, tk__esize(dtype), &bytes)))
         return tk__fail(rc, "%s: a %lldx%lld %s array is too large to address",
                         path, (long long)rows, (long long)cols, tk_dtype_name(dtype));
     /* A regular file's size is known: check it before allocating so that a

@@ -497,7 +497,7 @@ static int tk__model(tk_pipeline *p, const tk__flow *f)
      * to at most steps - 1), or -1: what a wait waits for. */
     int n = f->n_in + f->n_out;
     size_t last_bytes;
-    if (tk__bytes(p->steps, n, sizeof(int64_t), &last_bytes))
+    if (tk__bytes(f->fn, p->steps, n, sizeof(int64_t), &last_bytes))
         return tk__fail(TK_EOVERFLOW, "%s: the cost model's %lld-step table overflows",
                         f->fn, (long long)p->steps);
     double *free_at = calloc((size_t)engines, sizeof *free_at);
@@ -603,7 +603,7 @@ static int tk__execute_call(tk_pipeline *p, tk_call *c, const tk__plan *plan,
         image_at[j + 1] = sz / 64 * 64;
     }
     size_t bytes;
-    int rc = ok ? tk__bytes(image_at[c->n_out], 1, 1, &bytes) : TK_EOVERFLOW;
+    int rc = ok ? tk__bytes(f->fn, image_at[c->n_out], 1, 1, &bytes) : TK_EOVERFLOW;
     if (rc)
         return tk__fail(TK_EOVERFLOW, "%s: the slots, output images and step numbers of a "
                         "run slot by slot overflow", f->fn);
@@ -855,7 +855,7 @@ static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_m
     p->padded = p->t->padded_elements;
     /* Every step of a tk_tiling grid uses a new block of every operand. */
     size_t bytes;
-    if ((rc = tk__bytes(f.steps, n + 1, sizeof *f.use, &bytes)))
+    if ((rc = tk__bytes("tk_pipeline_run", f.steps, n + 1, sizeof *f.use, &bytes)))
         return rc;
     if (!(f.use = malloc(bytes)))
         return tk__fail(TK_ENOMEM, "tk_pipeline_run: out of memory for a %lld-step schedule",
@@ -967,7 +967,8 @@ static int tk__pipeline_run_call(tk_pipeline *p, int n_inputs, const tk_matrix *
                           "output %d overflow int64", o - c->n_in);
     }
     size_t bytes;
-    if (!rc && !(rc = tk__bytes(f.steps, n, sizeof *f.use, &bytes)) && !(f.use = malloc(bytes)))
+    if (!rc && !(rc = tk__bytes("tk_pipeline_run_call", f.steps, n, sizeof *f.use, &bytes)) &&
+        !(f.use = malloc(bytes)))
         rc = tk__fail(TK_ENOMEM, "tk_pipeline_run_call: out of memory for a %lld-step "
                       "schedule", (long long)f.steps);
     if (rc)

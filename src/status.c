@@ -66,13 +66,13 @@ int tk__fail(int status, const char *fmt, ...)
     return status;
 }
 
-int tk__bytes(int64_t rows, int64_t cols, int64_t elem, size_t *bytes)
+int tk__bytes(const char *fn, int64_t rows, int64_t cols, int64_t elem, size_t *bytes)
 {
     int64_t n, b;
     if (!tk__mul(rows, cols, &n) || !tk__mul(n, elem, &b) ||
         (uint64_t)b > (uint64_t)PTRDIFF_MAX)
         return tk__fail(TK_EOVERFLOW,
-                        "size overflows: %lld x %lld elements of %lld bytes",
+                        "%s: size overflows: %lld x %lld elements of %lld bytes", fn,
                         (long long)rows, (long long)cols, (long long)elem);
     *bytes = (size_t)b;
     return TK_OK;

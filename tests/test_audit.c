@@ -757,6 +757,13 @@ Test(audit_errors, add_case_validates_everything)
     cr_assert(strstr(tk_last_error_message(), "originals[1]") != NULL);
     tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, INT64_MAX / 2, 4, orig),
                       TK_EOVERFLOW);
+    cr_assert(strstr(tk_last_error_message(), "tk_audit_add_case: 4611686018427387903x4"),
+              "%s", tk_last_error_message());
+    /* Rows that fit, but not with both inputs copied. */
+    tkt_expect_status(tk_audit_add_case(a, TK_DTYPE_F32, INT64_MAX / 8 + 1, 1, orig),
+                      TK_EOVERFLOW);
+    cr_assert(!strncmp(tk_last_error_message(), "tk_audit_add_case: size overflows", 33),
+              "%s", tk_last_error_message());
     cr_assert_eq(tk_audit_case_count(a), 0);
     tkt_expect_status((int)tk_audit_case_count(NULL), TK_EINVAL);
     tk_audit_destroy(a);
