@@ -59,8 +59,8 @@ static void *tk__span_data(const tk_matrix *m, const tk__span *b)
 static int tk__not_running(const char *fn, const tk_audit *a)
 {
     return a->running ? tk__fail(TK_ESTATE, "%s: the audit is running (this call came from "
-                                 "its candidate); a running audit cannot be changed or run "
-                                 "again", fn) : TK_OK;
+                                 "its candidate or progress callback); a running audit "
+                                 "cannot be changed or run again", fn) : TK_OK;
 }
 
 static void tk__invalidate(tk_audit *a)

@@ -188,7 +188,7 @@ static void tk__sums_in(const tk__pass *p, int d, float *out)
             }
             out[i * n + j] = acc;
         }
-        if (p->tick && tk__tick(p->tick, (double)(i + 1) / (double)p->m))
+        if (p->tick && tk__tick(p, (double)(i + 1) / (double)p->m))
             return;
     }
 }
@@ -248,7 +248,7 @@ static void *tk__chunks_run(void *arg)
         fesetenv(&start);
     }
     const tk__pass *p = &w->p;
-    bool caller = w->caller && w->pr && w->pr->a->progress;
+    bool ticks = w->pr && w->pr->a->progress, caller = ticks && w->caller;
     while (!atomic_load(w->stop)) {
         int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk, e0 = r0 * p->n;
         if (r0 >= p->m)
@@ -257,10 +257,11 @@ static void *tk__chunks_run(void *arg)
         q.m = r0 + w->chunk < p->m ? w->chunk : p->m - r0;
         q.x = p->x + r0 * p->k;
         q.ox = p->ox ? p->ox + r0 * p->k : NULL;
+        q.tick = ticks ? w->pr : NULL;
+        q.reports = caller;
         if (caller) {
             w->pr->chunk_rows = q.m;
-            q.tick = w->pr;
-            if (tk__tick(w->pr, 0.0))
+            if (tk__tick(&q, 0.0))
                 break;
         }
         if (w->narrow)
@@ -274,8 +275,11 @@ static void *tk__chunks_run(void *arg)
     return NULL;
 }
 
-bool tk__tick(tk__progress *pr, double part)
+bool tk__tick(const tk__pass *p, double part)
 {
+    tk__progress *pr = p->tick;
+    if (!p->reports)
+        return atomic_load_explicit(pr->stop, memory_order_relaxed);
     if (pr->rc)
         return true;
     double f = ((double)atomic_load(&pr->done) + part * (double)pr->chunk_rows) /
@@ -319,6 +323,13 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
     tk__fan_out(t, sizeof *t, n, tk__chunks_run);
     w->cb = t[0].cb;
     w->left = t[0].left;
+    /* A pass ends at 1, also when the calling thread reported none of it
+     * (the others took every chunk) or the last 1/256 went unreported. */
+    tk__progress *pr = w->pr;
+    if (pr && pr->a->progress && !atomic_load(&stop) && pr->last < 1.0) {
+        pr->last = 1.0;
+        pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
+    }
     if (t != w)
         free(t);
 }
@@ -551,7 +562,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
      * oracle itself, and the gap has no input part. */
     bool exact = c->dtype == TK_DTYPE_F32;
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
-                  c->dtype, k, false, NULL};
+                  c->dtype, k, false, NULL, false};
     p.mag32 = tk__oracle_mag32(&p);
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */

@@ -49,29 +49,30 @@ void tk__out_abort(tk__out *o)
 }
 
 /* The file a dangling symlink names, into buf: followed link by link (a
- * relative one from its own directory), as open(O_CREAT) would.  False when
- * path is no symlink, or the chain is too long or too deep. */
-static bool tk__dangling(const char *path, char *buf, size_t size)
+ * relative one from its own directory), as open(O_CREAT) would.  0 when
+ * path is no symlink, 1 when buf names the file, -1 when the chain is too
+ * long or too deep to follow (replacing the link would be wrong). */
+static int tk__dangling(const char *path, char *buf, size_t size)
 {
     char link[4096];
     struct stat st;
     if (strlen(path) >= size)
-        return false;
+        return -1;
     snprintf(buf, size, "%s", path);
     for (int hops = 0; hops < 40; hops++) {
         if (lstat(buf, &st) || !S_ISLNK(st.st_mode))
             return hops > 0;
         ssize_t n = readlink(buf, link, sizeof link - 1);
         if (n < 0)
-            return false;
+            return -1;
         link[n] = '\0';
         char *slash = strrchr(buf, '/');
         size_t dir = link[0] == '/' || !slash ? 0 : (size_t)(slash - buf) + 1;
         if (dir + (size_t)n >= size)
-            return false;
+            return -1;
         memcpy(buf + dir, link, (size_t)n + 1);
     }
-    return false;
+    return -1;
 }
 
 int tk__out_open(tk__out *o, const char *fn, const char *path)
@@ -89,8 +90,11 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket");
     /* Through a symlink, write the file it names, so the link stays. */
     char *real = exists ? realpath(path, NULL) : NULL, named[sizeof o->target];
-    const char *target = real ? real : !exists && tk__dangling(path, named, sizeof named)
-                                           ? named : path;
+    int dangling = exists ? 0 : tk__dangling(path, named, sizeof named);
+    if (dangling < 0)
+        return tk__fail(TK_EIO, "%s: cannot follow the symlink \"%s\" to the file it names "
+                        "(too long a path, or too many links)", fn, path);
+    const char *target = real ? real : dangling ? named : path;
     if (strlen(target) + 18 > sizeof o->target) {
         free(real);
         return tk__fail(TK_EIO, "%s: the path \"%s\" is too long", fn, path);

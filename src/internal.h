@@ -710,7 +710,8 @@ typedef struct {
     int dtype;             /* round products to it (TK_SCHEDULE_PRODUCTS_ROUNDED) */
     int64_t k_end;         /* terms [0, k_end) */
     bool mag32;            /* tk__oracle_mag32: the main pass sums magnitudes in f32 */
-    struct tk__progress *tick;  /* the calling thread's chunk: report progress; else NULL */
+    struct tk__progress *tick;  /* a run with progress reports; else NULL */
+    bool reports;          /* the calling thread's chunk: report; others only stop */
 } tk__pass;
 
 /* A pass's progress (tk_audit_set_progress): the calling thread reports
@@ -732,9 +733,10 @@ typedef struct tk__progress {
  * the run. */
 int tk__progress_report(const tk_audit *a, int64_t index, const char *step, double fraction);
 
-/* During a pass: `part` of the calling thread's chunk is done.  Reports
- * at most once per 1/256 of the pass; true when the run must stop. */
-bool tk__tick(tk__progress *pr, double part);
+/* During a pass: `part` of the chunk p is done.  The calling thread
+ * reports at most once per 1/256 of the pass; true when the run must stop
+ * (the others only look). */
+bool tk__tick(const tk__pass *p, double part);
 
 /* The blocking of a matmul pass: KC terms at a time, MC rows of x packed
  * per block, output tiles of 2 rows by NR columns held in registers. */

@@ -262,7 +262,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                     A[i * n + j] += fabsf(t);
                 }
             }
-            if (p->tick && tk__tick(p->tick, (double)(i + 1) / (double)m))
+            if (p->tick && tk__tick(p, (double)(i + 1) / (double)m))
                 return;
         }
         return;
@@ -336,8 +336,8 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                     }
                 }
             /* Done: k0 terms of every row, and kc more of the first i0 + mc. */
-            if (p->tick && tk__tick(p->tick, ((double)k0 + (double)kc * (double)(i0 + mc) /
-                                              (double)m) / (double)p->k_end))
+            if (p->tick && tk__tick(p, ((double)k0 + (double)kc * (double)(i0 + mc) /
+                                        (double)m) / (double)p->k_end))
                 return;
         }
     }

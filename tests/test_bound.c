@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { M = 9, K = 300, N = 70 };
@@ -695,6 +696,12 @@ Test(bound, progress_follows_the_passes_and_can_stop_the_run)
         cr_assert_eq(oracle[c], 4, "case %d: 0 and three panels", c);
         cr_assert_geq(passes[c], 3, "case %d: the step and its passes", c);
     }
+    /* Every pass of the diagnosis ends at 1 before the next begins. */
+    for (int i = 1; i < l.n; i++)
+        if (!strcmp(l.steps[i], "diagnosis") && l.fractions[i] == 0.0 &&
+            !strcmp(l.steps[i - 1], "diagnosis") && l.fractions[i - 1] != 0.0)
+            cr_assert_eq(l.fractions[i - 1], 1.0, "entry %d", i - 1);
+    cr_assert_eq(l.fractions[l.n - 1], 1.0);
     const char *stops[] = {"oracle", "diagnosis"};
     for (int s = 0; s < 2; s++) {
         l = (struct log){.stop_step = stops[s]};
@@ -708,6 +715,49 @@ Test(bound, progress_follows_the_passes_and_can_stop_the_run)
         tkt_report_json(a, after, sizeof after);
         cr_assert_str_eq(after, quiet);
     }
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
+/* The candidate of audit_of's data, slowly: the other threads take the
+ * oracle's sums meanwhile. */
+static int slow_matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return matmul(user, in, out);
+}
+
+/* On several threads the calling thread may find every chunk of the
+ * oracle's sums taken when its candidate returns: the step is still
+ * reported, at 1, when the sums are done. */
+Test(bound, progress_reports_the_oracle_when_other_threads_did_it)
+{
+    enum { RM = 64, RK = 300, RN = 70 };
+    static float x[RM * RK], y[RK * RN];
+    tkt_fill(x, RM * RK, 12);
+    tkt_fill(y, RK * RN, 13);
+    struct how h = {128, false, false};
+    tk_kernel *k;
+    tk_audit *a;
+    cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, 4), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, slow_matmul, &h), TK_OK);
+    const float *orig[2] = {x, y};
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, RM, RK, RN, orig),
+                 TK_OK);
+    static struct log l;
+    l = (struct log){0};
+    cr_assert_eq(tk_audit_set_progress(a, log_progress, &l), TK_OK);
+    cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+    int oracle = -1;
+    for (int i = 0; i < l.n; i++)
+        if (!strcmp(l.steps[i], "oracle"))
+            oracle = i;
+    cr_assert_geq(oracle, 1, "no oracle step");
+    cr_assert_eq(l.fractions[oracle], 1.0);
+    cr_assert_str_eq(l.steps[oracle + 1], "measure");
     tk_audit_destroy(a);
     tk_kernel_destroy(k);
 }

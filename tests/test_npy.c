@@ -705,5 +705,18 @@ Test(npy, a_save_through_a_symlink_writes_the_file_it_names)
     struct stat st;
     cr_assert_eq(lstat(path_of("second.npy"), &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "the middle link stays");
+    /* A link whose target, joined to its directory, is too long to follow
+     * is refused: replacing the link would be the old bug. */
+    static char far[4096];
+    size_t len = 0;
+    while (len < 4084)   /* 4089 bytes: a link's own limit is 4095 */
+        len += (size_t)snprintf(far + len, sizeof far - len, "./");
+    snprintf(far + len, sizeof far - len, "t.npy");
+    cr_assert_eq(symlink(far, path_of("far.npy")), 0, "%s", strerror(errno));
+    tkt_expect_status(tk_matrix_save_npy(m, path_of("far.npy")), TK_EIO);
+    cr_assert(strstr(tk_last_error_message(), "cannot follow the symlink"), "%s",
+              tk_last_error_message());
+    cr_assert_eq(lstat(path_of("far.npy"), &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "a link too long to follow was replaced");
     tk_matrix_destroy(m);
 }

@@ -14,7 +14,6 @@ Where the library comes from, first match wins:
 """
 import ctypes
 import ctypes.util
-import numbers
 import operator
 import os
 import signal
@@ -484,9 +483,29 @@ class _Functions:
 lib = _Functions()
 
 
+# c_size_t is c_uint64 on the 64-bit platforms the library supports.
 _INTS = {c_int: ("int", -2**31, 2**31 - 1), c_int64: ("int64_t", -2**63, 2**63 - 1),
-         c_size_t: ("size_t", 0, 2**64 - 1), c_uint16: ("uint16_t", 0, 2**16 - 1),
-         c_uint64: ("uint64_t", 0, 2**64 - 1)}
+         c_uint16: ("uint16_t", 0, 2**16 - 1), c_uint64: ("a 64-bit size", 0, 2**64 - 1)}
+
+
+_KINDS = {}   # argument type -> what _checked looks for in it
+
+
+def _refuse_ints(name, args, ranges):
+    """The error for _checked's first integer argument that its C type
+    cannot hold (the slow path, off the calls' fast one)."""
+    for i, (a, r) in enumerate(zip(args, ranges)):
+        if r is None:
+            continue
+        try:
+            v = operator.index(a)
+        except TypeError:
+            return errors.InvalidArgumentError(f"{name}: argument {i + 1} must be an "
+                                               f"integer, not {a!r}")
+        if not r[1] <= v <= r[2]:
+            return errors.SizeOverflowError(f"{name}: {v} does not fit {r[0]} "
+                                            f"(argument {i + 1})")
+    return None
 
 
 def _checked(fn):
@@ -494,26 +513,35 @@ def _checked(fn):
     an integer argument the C type cannot hold (SizeOverflowError: ctypes
     would wrap it silently) and a non-integer one (InvalidArgumentError:
     ctypes would raise ctypes.ArgumentError, or truncate)."""
-    ints = [(i, _INTS[t]) for i, t in enumerate(fn.argtypes) if t in _INTS]
+    name = fn.__name__
+    ranges = tuple(_INTS.get(t) for t in fn.argtypes)
 
     def call(*args):
-        held = []
-        for a in args:
-            if getattr(a, "_closing", False):
-                raise errors.StateError(f"this {type(a).__name__} is closed")
-            if hasattr(a, "_release"):   # a Handle (defined below)
-                held.append(a)
-            held.extend(getattr(a, "_handles", ()))
-        for i, (ctype, lo, hi) in ints:
-            a = args[i]
-            if not isinstance(a, numbers.Integral):
-                raise errors.InvalidArgumentError(f"{fn.__name__}: argument {i + 1} must be "
-                                                  f"an integer, not {a!r}")
-            if not lo <= a <= hi:
-                raise errors.SizeOverflowError(f"{fn.__name__}: {int(a)} does not fit "
-                                               f"{ctype} (argument {i + 1})")
-        # A handle the call uses outlives it: closed from a callback of the
-        # call, it is released when the call returns.
+        held = ()
+        for a, r in zip(args, ranges):
+            if r is not None:
+                if type(a) is not int or not r[1] <= a <= r[2]:
+                    try:   # numpy's integers have __index__, floats not
+                        if r[1] <= operator.index(a) <= r[2]:
+                            continue
+                    except TypeError:
+                        pass
+                    raise _refuse_ints(name, args, ranges)
+                continue
+            kind = _KINDS.get(type(a))
+            if kind is None:   # 0: a value or pointer, 1: a Handle, 2: maybe handles
+                kind = _KINDS[type(a)] = (1 if hasattr(a, "_release") else
+                                          2 if isinstance(a, ctypes.Array) else 0)
+            if kind == 1:
+                if a._closing:
+                    raise errors.StateError(f"this {type(a).__name__} is closed")
+                held += (a,)
+            elif kind == 2:
+                held += getattr(a, "_handles", ())
+        # Only a callback can close a handle during a call: where callbacks
+        # may run, the handles the call uses outlive it.
+        if not held or not _local.guards:
+            return fn(*args)
         for h in held:
             h._holders += 1
         try:
@@ -522,7 +550,7 @@ def _checked(fn):
             for h in held:
                 h._holders -= 1
                 h._release()
-    call.__name__ = call.__qualname__ = fn.__name__
+    call.__name__ = call.__qualname__ = name
     return call
 
 
@@ -548,22 +576,34 @@ errors._DESCRIPTIONS.update({s: _text(lib.tk_strerror(s)) for s in errors._CLASS
 # so the C call fails with TK_ECALLBACK; the guard then re-raises the stored
 # exception itself, chained to the library's error.
 
-_local = threading.local()
+class _Local(threading.local):
+    def __init__(self):   # on each thread's first use: no AttributeError path after
+        self.guards = []   # the CallbackGuards entered, innermost last
+
+
+_local = _Local()
 
 # Ctrl-C.  During a C call Python acts on a signal only when a callback
 # runs, and at its first instruction, before the trampoline's try: raised
 # there, KeyboardInterrupt would be lost in ctypes.  So the outermost guard
 # on the main thread, where SIGINT has Python's default handler, puts in one
-# that notes the first Ctrl-C; the next callback raises KeyboardInterrupt
-# inside its try, which stops the C call cleanly, and the guard raises it
-# when no callback ran after it.  A second Ctrl-C raises at once, as usual.
-_sigint_pending = [False]
+# that raises only inside a trampoline's try (the callback's own code) and
+# elsewhere notes the key; the main thread's next callback then raises
+# KeyboardInterrupt inside its try, which stops the C call cleanly, and the
+# guard raises it when no callback ran after it.  A second Ctrl-C raises at
+# once, as usual.  Other threads' callbacks leave the key to the main one.
+_MAIN = threading.main_thread().ident
+try:   # signal.signal's enum conversions cost 4 us a call; the C module's 0.3
+    import _signal as _sig
+except ImportError:
+    _sig = signal
+_sigint = [False, 0]   # a Ctrl-C is pending; main-thread trampolines inside their try
 
 
 def _note_sigint(signum, frame):
-    if _sigint_pending[0]:
+    if _sigint[0] or _sigint[1]:
         raise KeyboardInterrupt
-    _sigint_pending[0] = True
+    _sigint[0] = True
 
 
 class CallbackGuard:
@@ -574,26 +614,29 @@ class CallbackGuard:
         self._sigint = None  # the handler put back on exit
 
     def __enter__(self):
-        stack = getattr(_local, "guards", None)
-        if stack is None:
-            stack = _local.guards = []
-        if (not stack and threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            _sigint_pending[0] = False
-            self._sigint = signal.signal(signal.SIGINT, _note_sigint)
+        stack = _local.guards
+        if not stack and threading.get_ident() == _MAIN and _sig.getsignal(
+                _sig.SIGINT) in (_sig.default_int_handler, _note_sigint):
+            _sigint[:] = [False, 0]
+            self._sigint = _sig.signal(_sig.SIGINT, _note_sigint)
+            if self._sigint is _note_sigint:   # left by an exit a second Ctrl-C cut short
+                self._sigint = _sig.default_int_handler
         stack.append(self)
         return self
 
     def __exit__(self, kind, value, tb):
-        _local.guards.pop()
+        try:
+            if self._sigint is not None:
+                _sig.signal(_sig.SIGINT, self._sigint)
+        finally:
+            _local.guards.pop()
         error, self.error = self.error, None
         if self._sigint is not None:
-            signal.signal(signal.SIGINT, self._sigint)
             self._sigint = None
-            if _sigint_pending[0]:
-                _sigint_pending[0] = False
+            if _sigint[0] and not isinstance(value, KeyboardInterrupt):
                 if not isinstance(error, KeyboardInterrupt):
                     error = KeyboardInterrupt()
+            _sigint[:] = [False, 0]
         if error is None:
             return False
         if isinstance(value, errors.TilekernError):
@@ -609,15 +652,22 @@ def trampoline(fn, ctype):
     return value is ignored, its returning is success (0)."""
 
     def call(*args):
-        stack = getattr(_local, "guards", None)
+        stack = _local.guards
         guard = stack[-1] if stack else None
         if guard is not None and guard.error is not None:
             return 1  # an earlier callback of this call failed: stop quickly
         try:
-            if _sigint_pending[0]:
-                _sigint_pending[0] = False
-                raise KeyboardInterrupt
-            fn(*args)
+            if threading.get_ident() != _MAIN:
+                fn(*args)
+                return 0
+            _sigint[1] += 1
+            try:
+                if _sigint[0]:
+                    _sigint[0] = False
+                    raise KeyboardInterrupt
+                fn(*args)
+            finally:
+                _sigint[1] -= 1
         except BaseException as e:  # noqa: B902 - KeyboardInterrupt included
             if guard is None:
                 raise
@@ -736,13 +786,17 @@ def text(raw):
     return _text(raw)
 
 
-def as_int(value, what):
+def as_int(value, what, int64=False):
     """value as an int (any integer type, numpy's and JAX's scalars
-    included), or InvalidArgumentError: int() would truncate 2.5 to 2."""
+    included), or InvalidArgumentError: int() would truncate 2.5 to 2.
+    int64: one that int64_t holds, or SizeOverflowError (ctypes wraps)."""
     try:
-        return operator.index(value)
+        v = operator.index(value)
     except TypeError:
         raise errors.InvalidArgumentError(f"{what} {value!r} is not an integer") from None
+    if int64 and not -2**63 <= v < 2**63:
+        raise errors.SizeOverflowError(f"{what} {v} does not fit int64_t")
+    return v
 
 
 def handle_array(handles):

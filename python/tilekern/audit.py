@@ -265,7 +265,7 @@ class Audit(_ffi.Handle):
     def check_permutation(self, case: int, order: Sequence[int]) -> bool:
         """Run the candidate on the case's rows jointly permuted by order;
         True when the output rows come back permuted the same way."""
-        order = list(order)
+        order = [_ffi.as_int(r, "an order entry", int64=True) for r in order]
         value = ctypes.c_double()
         lib.tk_audit_result(self, case, _ffi.TK_AUDIT_ROWS, ctypes.byref(value))
         if len(order) != int(value.value):   # the C library reads one entry per row

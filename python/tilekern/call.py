@@ -89,7 +89,7 @@ class Call(_ffi.Handle):
                  dimension_semantics: Optional[Sequence[str]] = None, pad="zero"):
         if not callable(body):
             raise errors.InvalidArgumentError(f"the body {body!r} is not callable")
-        grid = tuple(_ffi.as_int(g, "the grid size") for g in grid)
+        grid = tuple(_ffi.as_int(g, "the grid size", int64=True) for g in grid)
         cb = _body_trampoline(body, len(in_specs))
         super().__init__(_ffi.new_handle(lib.tk_call_create, len(grid),
                                          (ctypes.c_int64 * max(len(grid), 1))(*grid), cb,

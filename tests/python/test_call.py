@@ -156,6 +156,8 @@ def test_integers_are_not_truncated():
     spec = tk.BlockSpec((4, 4), (2, 2))
     with pytest.raises(tk.InvalidArgumentError, match="the grid size 2.5 is not an integer"):
         tk.Call((2.5, 2), lambda s, x, o: None, [spec], [spec])
+    with pytest.raises(tk.SizeOverflowError, match="18446744073709551618 does not fit int64"):
+        tk.Call((2**64 + 2, 2), lambda s, x, o: None, [spec], [spec])
     with pytest.raises(tk.InvalidArgumentError, match=r"grid index \(0, 0\) 0.7 is not"):
         tk.Call((2, 2), lambda s, x, o: None, [spec],
                 [tk.BlockSpec((4, 4), (2, 2), lambda i, j: (0.7 + i, j))]).run([ints((4, 4), 1)])

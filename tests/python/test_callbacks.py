@@ -236,3 +236,73 @@ def test_a_candidate_that_reenters_its_audit_gets_state_error():
     with pytest.raises(tk.StateError, match="the audit is running"):
         a.run()
     assert a.cases == 1
+
+
+def _sigint_after(seconds):
+    import os
+    import signal
+    import threading
+    threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+
+def test_ctrl_c_stops_a_slow_callback_at_once_and_the_handler_goes_back():
+    """Inside a callback's own code the first Ctrl-C raises where it lands,
+    as without the library; the call stops, and SIGINT's handler is
+    Python's default again."""
+    import signal
+    import time
+
+    def slow(ins, out):
+        for _ in range(300):   # 3 s unless interrupted
+            time.sleep(0.01)
+
+    k = tk.Kernel.custom(slow, 1)
+    x = np.ones((8, 128), np.float32)
+    out = np.full((8, 128), 7.0, np.float32)
+    _sigint_after(0.1)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        k.run(tk.Tiling(8, 128, 8, 128), [x], out)
+    assert time.monotonic() - t0 < 2.0
+    assert (out == 7.0).all(), "the output is untouched"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert np.array_equal(k.run(tk.Tiling(8, 128, 8, 128), [x], out), out), "no key left over"
+
+
+def test_another_threads_callbacks_leave_the_main_threads_ctrl_c_alone():
+    import threading
+    import time
+
+    started, seen = threading.Event(), []
+
+    def body(ins, out):
+        started.set()
+        time.sleep(0.01)
+        out[...] = ins[0]
+
+    def worker():
+        try:
+            tk.Kernel.custom(body, 1).run(tk.Tiling(64, 128, 1, 128),
+                                          [np.ones((64, 128), np.float32)])
+        except BaseException as e:  # noqa: B902
+            seen.append(e)
+
+    w = threading.Thread(target=worker)
+    w.start()
+    started.wait()
+
+    sent = []
+
+    def candidate(x, y):
+        if not sent:   # once: a later key would reach pytest
+            sent.append(_sigint_after(0.02))
+        return np.float32(2) * x + y
+
+    a = tk.Audit(tk.Kernel.axpy(2.0), candidate)
+    a.add_case("float32", [np.ones((1024, 4096), np.float32)] * 2)   # the key lands in C
+    with pytest.raises(KeyboardInterrupt):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:   # audits until the key arrives
+            a.run()
+    w.join()
+    assert seen == [], seen

@@ -295,6 +295,10 @@ def test_scalars_stay_scalars_and_bad_arguments_are_named():
         with pytest.raises(tk.InvalidArgumentError, match=f"order has {len(order)} entries; "
                                                           f"case 0 has 2 rows"):
             a.check_permutation(0, order)
+    with pytest.raises(tk.SizeOverflowError, match="an order entry 18446744073709551617"):
+        a.check_permutation(0, [0, 2**64 + 1])
+    with pytest.raises(tk.InvalidArgumentError, match="an order entry 1.5 is not an integer"):
+        a.check_permutation(0, [0, 1.5])
     with pytest.raises(tk.ShapeError, match=r"non-empty 2-D array is needed, not shape \(0, 4\)"):
         tk.Matrix.wrap(np.zeros((0, 4), np.float32))
 
