@@ -59,9 +59,11 @@ static int tk__dangling(const char *path, char *buf, size_t size)
     if (strlen(path) >= size)
         return -1;
     snprintf(buf, size, "%s", path);
-    for (int hops = 0; hops < 40; hops++) {
+    for (int hops = 0;; hops++) {
         if (lstat(buf, &st) || !S_ISLNK(st.st_mode))
             return hops > 0;
+        if (hops == 40)   /* the kernel's limit (ELOOP) */
+            return -1;
         ssize_t n = readlink(buf, link, sizeof link - 1);
         if (n < 0)
             return -1;
@@ -72,7 +74,6 @@ static int tk__dangling(const char *path, char *buf, size_t size)
             return -1;
         memcpy(buf + dir, link, (size_t)n + 1);
     }
-    return -1;
 }
 
 int tk__out_open(tk__out *o, const char *fn, const char *path)

@@ -718,5 +718,18 @@ Test(npy, a_save_through_a_symlink_writes_the_file_it_names)
               tk_last_error_message());
     cr_assert_eq(lstat(path_of("far.npy"), &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "a link too long to follow was replaced");
+    /* 40 links are followed, as the kernel follows them; 41 are a loop to it. */
+    for (int chain = 40; chain <= 41; chain++) {
+        char name[64], next[64];
+        for (int i = 0; i < chain; i++) {
+            snprintf(name, sizeof name, "c%d_%d.npy", chain, i);
+            snprintf(next, sizeof next, "c%d_%d.npy", chain, i + 1);
+            cr_assert_eq(symlink(next, path_of(name)), 0, "%s", strerror(errno));
+        }
+        snprintf(name, sizeof name, "c%d_0.npy", chain);
+        snprintf(next, sizeof next, "c%d_%d.npy", chain, chain);
+        tkt_expect_status(tk_matrix_save_npy(m, path_of(name)), chain == 40 ? TK_OK : TK_EIO);
+        cr_assert_eq(lstat(path_of(next), &st) == 0, chain == 40, "chain of %d", chain);
+    }
     tk_matrix_destroy(m);
 }

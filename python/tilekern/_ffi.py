@@ -538,9 +538,9 @@ def _checked(fn):
                 held += (a,)
             elif kind == 2:
                 held += getattr(a, "_handles", ())
-        # Only a callback can close a handle during a call: where callbacks
-        # may run, the handles the call uses outlive it.
-        if not held or not _local.guards:
+        # A callback (of this call, or of another thread's) may close a
+        # handle the call uses: it outlives the call.
+        if not held:
             return fn(*args)
         for h in held:
             h._holders += 1
@@ -612,14 +612,24 @@ class CallbackGuard:
     def __init__(self):
         self.error = None
         self._sigint = None  # the handler put back on exit
+        self._inside = None  # a nested guard's: the callbacks' count it hid
 
     def __enter__(self):
         stack = _local.guards
-        if not stack and threading.get_ident() == _MAIN and _sig.getsignal(
-                _sig.SIGINT) in (_sig.default_int_handler, _note_sigint):
+        main = threading.get_ident() == _MAIN
+        if main and stack and not _sigint[1]:
+            # Guards nest only through callbacks, which count themselves: one
+            # left here by an exit that a second Ctrl-C cut short.
+            stack.clear()
+        if main and stack:
+            # Its callbacks' code is where a key may raise, not the outer
+            # callback's, whose count would let one raise before their try.
+            self._inside, _sigint[1] = _sigint[1], 0
+        elif main and _sig.getsignal(_sig.SIGINT) in (_sig.default_int_handler,
+                                                      _note_sigint):
             _sigint[:] = [False, 0]
             self._sigint = _sig.signal(_sig.SIGINT, _note_sigint)
-            if self._sigint is _note_sigint:   # left by an exit a second Ctrl-C cut short
+            if self._sigint is _note_sigint:   # left by that cut-short exit
                 self._sigint = _sig.default_int_handler
         stack.append(self)
         return self
@@ -628,6 +638,8 @@ class CallbackGuard:
         try:
             if self._sigint is not None:
                 _sig.signal(_sig.SIGINT, self._sigint)
+            if self._inside is not None:
+                _sigint[1], self._inside = self._inside, None
         finally:
             _local.guards.pop()
         error, self.error = self.error, None

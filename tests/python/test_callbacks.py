@@ -306,3 +306,54 @@ def test_another_threads_callbacks_leave_the_main_threads_ctrl_c_alone():
             a.run()
     w.join()
     assert seen == [], seen
+
+
+def test_ctrl_c_reaches_an_audit_run_from_inside_a_callback():
+    """A guarded call made from a callback (an audit inside a body) is
+    stopped by the first Ctrl-C at its own next callback: the outer
+    callback's code must not make the key raise where ctypes would lose it."""
+    import os
+    import signal
+    import threading
+
+    def candidate(x, y):   # the key comes 5 ms after it returns, in the C oracle
+        out = x.astype(np.float32) @ y.astype(np.float32)
+        threading.Timer(0.005, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return out
+
+    rng = np.random.default_rng(5)
+    a = tk.Audit(tk.Kernel.matmul(), candidate)
+    a.add_reduction_case("bfloat16", [rng.standard_normal((256, 32768), np.float32),
+                                      rng.standard_normal((32768, 256), np.float32)], "float32")
+    done = []
+
+    def body(ins, out):
+        a.run()   # some 0.4 s of oracle
+        done.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        tk.Kernel.custom(body, 1).run(tk.Tiling(8, 128, 8, 128), [np.ones((8, 128), np.float32)])
+    assert not done, "the inner audit ran to its end"
+
+
+def test_a_guard_left_behind_by_a_cut_short_exit_is_recovered():
+    """A second Ctrl-C can land before a guard's exit runs at all: the next
+    call starts clean, with no key left over, and the default handler comes
+    back."""
+    import signal
+    from tilekern import _ffi
+
+    stale = _ffi.CallbackGuard()
+    _ffi._local.guards.append(stale)
+    signal.signal(signal.SIGINT, _ffi._note_sigint)
+    _ffi._sigint[:] = [True, 0]
+    try:
+        x = np.ones((8, 128), np.float32)
+        tk.Kernel.custom(lambda ins, out: np.copyto(out, ins[0]), 1).run(
+            tk.Tiling(8, 128, 8, 128), [x])
+        assert _ffi._local.guards == []
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        _ffi._local.guards.clear()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _ffi._sigint[:] = [False, 0]
