@@ -221,9 +221,9 @@ typedef struct {
     float *sim;
     int64_t chunk;
     _Atomic int64_t *next;
-    atomic_bool *stop;                 /* the candidate failed */
+    atomic_bool *stop;                 /* the candidate failed, or progress stopped the run */
     tk_audit *a;                       /* item 0, the calling thread: the candidate */
-    tk__progress *pr;                  /* item 0 reports; every item counts its rows */
+    tk__progress *pr;                  /* with progress: item 0 reports, all count rows */
     const tk_matrix *const *in;
     tk_matrix *out;
     bool caller;                       /* item 0 */
@@ -269,7 +269,7 @@ static void *tk__chunks_run(void *arg)
         else
             tk__oracle_sums(&q, w->round, w->s + e0, w->A + e0, w->o ? w->o + e0 : NULL,
                             w->pack);
-        if (w->pr)
+        if (ticks)
             atomic_fetch_add(&w->pr->done, q.m);
     }
     return NULL;

@@ -806,7 +806,7 @@ def as_int(value, what, int64=False):
         v = operator.index(value)
     except TypeError:
         raise errors.InvalidArgumentError(f"{what} {value!r} is not an integer") from None
-    if int64 and not -2**63 <= v < 2**63:
+    if int64 and not _INTS[c_int64][1] <= v <= _INTS[c_int64][2]:
         raise errors.SizeOverflowError(f"{what} {v} does not fit int64_t")
     return v
 
