@@ -15,10 +15,9 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* Elements in one body call of tk__run_flat, and how many calls ahead its
- * inputs are prefetched (see there). */
-#define TK__RUN 256
-#define TK__RUNS_AHEAD 2
+/* How far ahead tk__run_flat prefetches its inputs, in elements (see
+ * there; its run length is tk__flat_run's). */
+#define TK__AHEAD 512
 
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
@@ -360,21 +359,23 @@ static bool tk__contiguous(const tk__exec *e)
  * rows, the same work measured 1.2x slower. */
 static int tk__run_flat(const tk__exec *e)
 {
-    int64_t n = e->rows * e->cols;
+    int64_t n = e->rows * e->cols, run = tk__flat_run();
     float *res = e->scratch + e->n * e->area;
-    for (int64_t at = 0; at < n; at += TK__RUN) {
-        int64_t w = TK__RUN < n - at ? TK__RUN : n - at;
+    for (int64_t at = 0; at < n; at += run) {
+        int64_t w = run < n - at ? run : n - at;
         const float *in[TK_KERNEL_MAX_INPUTS];
-        /* The inputs of a run TK__RUNS_AHEAD calls on, and its old output
-         * for the undo copy, are fetched while the body works on this one:
-         * one core's reads are the limit on an Intel Xeon.  The burst of
-         * prefetches has to stay short, or the body waits for it: there a
-         * custom body without undo read 1.21-1.26 the built-in with none,
-         * 1.07-1.17 with the next run of 512 prefetched, 1.24-1.33 with
-         * runs of 1024, 0.94-0.96 with runs of 256 two calls ahead (the
-         * prefetches spread over the streaming of the results measured
-         * the same). */
-        int64_t ahead = at + TK__RUNS_AHEAD * w, next = TK__RUN < n - ahead ? TK__RUN : n - ahead;
+        /* The inputs TK__AHEAD elements on, one call's worth, and their old
+         * output for the undo copy, are fetched while the body works on
+         * this run: one core's reads are the limit.  The burst of
+         * prefetches has to stay short, or the body waits for it: on an
+         * Intel Xeon a custom body without undo read 1.21-1.26 the
+         * built-in with none, 1.07-1.17 with runs of 512 and the next one
+         * prefetched, 1.24-1.33 with runs of 1024, 0.94-0.96 with runs of
+         * 256 two calls ahead (the prefetches spread over the streaming of
+         * the results measured the same).  On an AMD EPYC (Zen 4) runs of
+         * 256 read 1.49-1.64, of 512 1.06-1.27, of 1024 with no prefetch
+         * 1.17-1.41: tk__flat_run picks by vendor. */
+        int64_t ahead = at + TK__AHEAD, next = run < n - ahead ? run : n - ahead;
         for (int i = 0; i < e->n; i++) {
             in[i] = (const float *)tk__in_at(e, i, 0, at);
             for (int64_t b = 0; b < next; b += 16)

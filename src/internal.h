@@ -581,6 +581,8 @@ enum { TK__ISA_PORTABLE, TK__ISA_AVX2, TK__ISA_AVX512, TK__N_ISA };
 
 extern _Atomic int tk__isa_level;
 int tk__isa_init(void);
+/* Elements per body call in a custom body's flat run: tuned per vendor. */
+int tk__flat_run(void);
 
 /* The path in use: chosen on first use, from the CPU and TK_ISA. */
 static inline int tk__isa(void)
