@@ -24,6 +24,21 @@ typedef struct tk__span {
     int64_t off, ne;         /* first element's plane offset, element count */
 } tk__span;
 
+/* The contract's body on block b of case c, for a reference; a non-zero
+ * return becomes TK_ECALLBACK naming the case and the block. */
+static int tk__apply(const tk_audit *a, const tk__case *c, const tk__span *b,
+                     const float *const *in, float *out)
+{
+    int rc = tk__body(a->k, b->nr, b->nc, b->nc, in, out);
+    if (rc)
+        return tk__fail(TK_ECALLBACK, "tk_audit_run: the contract's body returned %d for "
+                        "case %lld (%lldx%lld %s) on the %lldx%lld block at row %lld, "
+                        "column %lld", rc, (long long)(c - a->cases), (long long)c->rows,
+                        (long long)c->cols, tk_dtype_name(c->dtype), (long long)b->nr,
+                        (long long)b->nc, (long long)b->r0, (long long)b->c0);
+    return TK_OK;
+}
+
 /* Advance *b to the next block (start from ne == 0); false past the end. */
 static bool tk__next_span(const tk__case *c, tk__span *b)
 {
@@ -716,8 +731,7 @@ static void *tk__measure_share(void *arg)
         }
         /* t: the body on the represented inputs before the cast; o: the
          * oracle, t cast once; ref: the body on the original data. */
-        if ((s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, p, t)) ||
-            (s->rc = tk__kernel_apply(k, b.nr, b.nc, b.nc, orig, ref)))
+        if ((s->rc = tk__apply(s->a, c, &b, p, t)) || (s->rc = tk__apply(s->a, c, &b, orig, ref)))
             break;
         char *oracle = (char *)s->oracle + (size_t)b.off * es;
         bool now = direct && (uintptr_t)oracle % 32 == 0;
@@ -886,7 +900,7 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
     int64_t ne = b->ne;
     int rc = TK_OK;
     if (schedule == TK_SCHEDULE_FINAL_CAST) {
-        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, orig, v);
+        rc = tk__apply(a, c, b, orig, v);
     } else if (schedule == TK_SCHEDULE_EARLY_ROUND) {
         /* axpy with its product rounded to the storage dtype first. */
         for (int64_t j = 0; j < ne; j++) {
@@ -907,11 +921,11 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
                 qi[j] = tk__ftz(p[i][j]);
             fq[i] = qi;
         }
-        if (!(rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, fq, v)))
+        if (!(rc = tk__apply(a, c, b, fq, v)))
             for (int64_t j = 0; j < ne; j++)
                 v[j] = tk__ftz(v[j]);
     } else {
-        rc = tk__kernel_apply(k, b->nr, b->nc, b->nc, p, v);
+        rc = tk__apply(a, c, b, p, v);
     }
     if (!rc)
         tk__cast(c->dtype, schedule, v, dst, ne);

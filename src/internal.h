@@ -403,11 +403,6 @@ static inline int tk__body(const tk_kernel *k, int64_t rows, int64_t cols, int64
     return k->body(k->user, rows, cols, ld, in, out);
 }
 
-/* k's body once; a non-zero return becomes TK_ECALLBACK with a message.
- * The audit's references call bodies this way. */
-int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
-                     const float *const *in, float *out);
-
 /* The threads a run of k may use: 1 for a custom body not declared
  * thread-safe, TK_KERNEL_THREADS otherwise, 0 resolved to the online cores. */
 int tk__kernel_threads(const tk_kernel *k);

@@ -172,16 +172,6 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     }
 }
 
-int tk__kernel_apply(const tk_kernel *k, int64_t rows, int64_t cols, int64_t ld,
-                     const float *const *in, float *out)
-{
-    int rc = tk__body(k, rows, cols, ld, in, out);
-    if (rc)
-        return tk__fail(TK_ECALLBACK, "kernel body returned %d on a %lldx%lld region",
-                        rc, (long long)rows, (long long)cols);
-    return TK_OK;
-}
-
 int tk__kernel_threads(const tk_kernel *k)
 {
     if (!k->is_axpy && !k->reduce && !k->thread_safe)

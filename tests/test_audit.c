@@ -680,6 +680,48 @@ Test(audit_diagnosis, custom_three_input_contract)
     tk_kernel_destroy(k);
 }
 
+/* fma3 until its countdown runs out, then a failure. */
+static int fma3_countdown(void *user, int64_t rows, int64_t cols, int64_t ld,
+                          const float *const *in, float *out)
+{
+    int *left = user;
+    if ((*left)-- == 0)
+        return 5;
+    return fma3(NULL, rows, cols, ld, in, out);
+}
+
+Test(audit_errors, a_failing_contract_body_names_the_case_and_block)
+{
+    static float x[3][DIAG_ROWS * DIAG_COLS];
+    for (int i = 0; i < 3; i++)
+        tkt_fill(x[i], DIAG_ROWS * DIAG_COLS, 40 + (uint64_t)i);
+    const float *orig[3] = {x[0], x[1], x[2]};
+    int left = INT32_MAX;
+    tk_kernel *k;
+    tk_audit *a;
+    cr_assert_eq(tk_kernel_custom(&k, 3, fma3_countdown, &left), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, fma3_truncating, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, DIAG_ROWS, DIAG_COLS, orig), TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    int calls = INT32_MAX - left;
+    /* The first call (the first block of whole rows, in the oracle's pass)
+     * and the last (the diagnosis's) fail; the results stay. */
+    const int fail_at[2] = {0, calls - 1};
+    for (int i = 0; i < 2; i++) {
+        left = fail_at[i];
+        tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+        const char *msg = tk_last_error_message();
+        cr_assert(strstr(msg, "tk_audit_run: the contract's body returned 5 for case 0 "
+                              "(16x200 bfloat16) on the ") == msg, "%s", msg);
+        if (i == 0)
+            cr_assert(strstr(msg, "the 5x200 block at row 0, column 0"), "%s", msg);
+        cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), TK_SCHEDULE_TRUNCATE);
+    }
+    tk_audit_destroy(a);
+    tk_kernel_destroy(k);
+}
+
 Test(audit_diagnosis, schedule_names)
 {
     for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_NUMPY_ARITH; s++)
