@@ -316,7 +316,7 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
     }
     for (int64_t i = 0; i < n; i++) {
         t[i] = *w;   /* t may be w itself: then this copies nothing */
-        t[i].pack = w->pack + i * tk__pack_doubles(w->p.n);
+        t[i].pack = w->pack + i * tk__pack_doubles(w->p.n, w->p.k);
         t[i].a = i ? NULL : w->a;
         t[i].caller = i == 0;
     }
@@ -460,8 +460,9 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
         !tk__mul(mk + kn, tk__esize(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
         !tk__mul(n / TK__NR + 1, TK__KC * TK__NR * 3, &pack) ||
         !tk__add(pack, TK__MC * TK__KC * 3, &pack) ||
-        !tk__mul(pack, 8 * TK_KERNEL_MAX_THREADS, &pack) || in_bytes > INT64_MAX - mn ||
-        in_bytes + mn > INT64_MAX - pack || (uint64_t)(in_bytes + mn + pack) > SIZE_MAX)
+        !tk__mul(pack, 8 * TK__KO * TK_KERNEL_MAX_THREADS, &pack) ||
+        in_bytes > INT64_MAX - mn || in_bytes + mn > INT64_MAX - pack ||
+        (uint64_t)(in_bytes + mn + pack) > SIZE_MAX)
         return tk__fail(TK_EOVERFLOW, "tk_audit_add_reduction_case: %lld x %lld x %lld "
                         "overflows the audit's working memory", (long long)m, (long long)k,
                         (long long)n);
@@ -536,7 +537,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
     size_t sizes[] = {(size_t)(mk + kn) * es, (size_t)count * eo,
                       (size_t)(mk + kn) * sizeof(float), 3 * (size_t)count * sizeof(float),
                       5 * (size_t)count * sizeof(double),
-                      (size_t)(threads * tk__pack_doubles(n)) * sizeof(double)};
+                      (size_t)(threads * tk__pack_doubles(n, k)) * sizeof(double)};
     size_t off[7] = {0};
     for (int i = 0; i < 6; i++)
         off[i + 1] = off[i] + (sizes[i] + 63) / 64 * 64;

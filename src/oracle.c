@@ -20,12 +20,21 @@
 #include <math.h>
 #include <string.h>
 
-/* Doubles of packing scratch one thread's pass needs for n columns: a
- * KC-term panel of y (value, magnitude, original) per NR columns, and one
- * of x (the same three) per row of an MC block. */
-int64_t tk__pack_doubles(int64_t n)
+/* KC-term blocks packed at once for k terms. */
+static int64_t tk__subs(int64_t k)
 {
-    return TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC * TK__KC * 3;
+    int64_t blocks = (k + TK__KC - 1) / TK__KC;
+    return blocks < 1 ? 1 : blocks < TK__KO ? blocks : TK__KO;
+}
+
+/* Doubles of packing scratch one thread's pass needs for n columns and k
+ * terms: per packed KC-term block, a panel of y (value, magnitude,
+ * original) per NR columns, and one of x (the same three) per row of an MC
+ * block. */
+int64_t tk__pack_doubles(int64_t n, int64_t k)
+{
+    return tk__subs(k) *
+           (TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC * TK__KC * 3);
 }
 
 /* Four doubles (one AVX2 register); aligned(8) so that a packed panel
@@ -117,16 +126,14 @@ typedef float tk__f16 __attribute__((vector_size(64), aligned(4)));
  * loads and broadcasts stay under its multiply-adds (the 2 x 8 tile has as
  * many loads as multiply-adds, and ran at half this one's speed on an
  * AVX-512 AMD EPYC).  Each element's terms are added in k order from zero,
- * as in tk__tile: the same bits.  The sums are then added into out[0..2]
- * (rows n apart), from the registers where all 16 columns are in the
- * matrix (cols), else through memory for the first cols. */
+ * as in tk__tile: the same bits.  The block's sums are then added into
+ * run[0..2]. */
 static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
                                                              const double *x1,
                                                              const double *y0,
                                                              const double *y1, int64_t kc,
                                                              bool orig, bool mag32,
-                                                             double *const out[3],
-                                                             int64_t n, int64_t cols)
+                                                             double run[3][4][2 * TK__NR])
 {
     tk__d8 sum[3][4][2] = {{{{0}}}};
     tk__f16 mag[4] = {{0}};
@@ -161,63 +168,78 @@ static inline __attribute__((always_inline)) void tk__tile16(const double *x0,
             sum[1][r][1] = __builtin_convertvector(
                 __builtin_shufflevector(mag[r], mag[r], 8, 9, 10, 11, 12, 13, 14, 15), tk__d8);
         }
-    if (cols == 2 * TK__NR) {
 #pragma GCC unroll 3
-        for (int q = 0; q < 3; q++)
+    for (int q = 0; q < 3; q++)
 #pragma GCC unroll 4
-            for (int r = 0; r < 4; r++)
-#pragma GCC unroll 2
-                for (int h = 0; h < 2; h++)
-                    if (q < 2 || orig)
-                        *(tk__d8 *)(void *)(out[q] + r * n + h * TK__NR) += sum[q][r][h];
-        return;
-    }
-    double acc[3][4][2 * TK__NR];
-    memcpy(acc, sum, sizeof sum);
-    for (int q = 0; q < (orig ? 3 : 2); q++)
         for (int r = 0; r < 4; r++)
-            for (int64_t c = 0; c < cols; c++)
-                out[q][r * n + c] += acc[q][r][c];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+                if (q < 2 || orig)
+                    *(tk__d8 *)(void *)(run[q][r] + h * TK__NR) += sum[q][r][h];
 }
 
 /* On the AVX-512 path, the 4 x 16 tiles of one packed x block (mc rows)
- * against every pair of y panels, added into s, A and o (offset to the
- * block's first row); returns how many panels they covered, whose last mc
- * % 4 rows the caller's 2 x 8 tiles still owe.  Elsewhere, none. */
-TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int64_t kc,
-                                         int64_t mc, int64_t pairs, int64_t n, double *s,
-                                         double *A, double *o, bool mag32)
+ * against every pair of y panels, over the nb packed KC-term blocks (kc[b]
+ * terms each; x's xs doubles apart, y's ys), added into s, A and o (offset
+ * to the block's first row); returns how many panels they covered, whose
+ * last mc % 4 rows the caller's 2 x 8 tiles still owe.  Elsewhere, none.
+ * A tile's running sums stay in run, in cache, over its nb blocks, so the
+ * output in memory is read and written once per nb blocks (see TK__KO). */
+TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int64_t xs,
+                                         int64_t ys, const int64_t *kc, int nb, int64_t mc,
+                                         int64_t pairs, int64_t n, double *s, double *A,
+                                         double *o, bool mag32)
 {
     for (int64_t t = 0; t < pairs * 2; t += 2)
         for (int64_t r = 0; r + 4 <= mc; r += 4) {
             int64_t at = r * n + t * TK__NR, cols = n - t * TK__NR;
             double *const out[3] = {s + at, A + at, o ? o + at : NULL};
-            const double *x0 = xp + r / 2 * kc * 6, *y0 = yp + t * kc * 3 * TK__NR;
+            double run[3][4][2 * TK__NR];
             cols = cols < 2 * TK__NR ? cols : 2 * TK__NR;
-            const double *x1 = x0 + kc * 6, *y1 = y0 + kc * 3 * TK__NR;
-            if (mag32)   /* three copies of the tile, one per kind of pass */
-                tk__tile16(x0, x1, y0, y1, kc, true, true, out, n, cols);
-            else if (o)
-                tk__tile16(x0, x1, y0, y1, kc, true, false, out, n, cols);
-            else
-                tk__tile16(x0, x1, y0, y1, kc, false, false, out, n, cols);
+            if (cols < 2 * TK__NR)   /* the columns past the matrix add up unread zeros */
+                memset(run, 0, sizeof run);
+            for (int q = 0; q < (o ? 3 : 2); q++)
+                for (int i = 0; i < 4; i++)
+                    if (cols == 2 * TK__NR)   /* inlined as vector moves */
+                        memcpy(run[q][i], out[q] + i * n, sizeof run[q][i]);
+                    else
+                        memcpy(run[q][i], out[q] + i * n, (size_t)cols * sizeof(double));
+            for (int b = 0; b < nb; b++) {
+                const double *x0 = xp + b * xs + r / 2 * kc[b] * 6,
+                             *y0 = yp + b * ys + t * kc[b] * 3 * TK__NR;
+                const double *x1 = x0 + kc[b] * 6, *y1 = y0 + kc[b] * 3 * TK__NR;
+                if (mag32)   /* three copies of the tile, one per kind of pass */
+                    tk__tile16(x0, x1, y0, y1, kc[b], true, true, run);
+                else if (o)
+                    tk__tile16(x0, x1, y0, y1, kc[b], true, false, run);
+                else
+                    tk__tile16(x0, x1, y0, y1, kc[b], false, false, run);
+            }
+            for (int q = 0; q < (o ? 3 : 2); q++)
+                for (int i = 0; i < 4; i++)
+                    if (cols == 2 * TK__NR)
+                        memcpy(out[q] + i * n, run[q][i], sizeof run[q][i]);
+                    else
+                        memcpy(out[q] + i * n, run[q][i], (size_t)cols * sizeof(double));
         }
 }
 
-static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t mc,
-                        int64_t tiles, int64_t n, double *s, double *A, double *o, bool mag32)
+static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t ys,
+                        const int64_t *kc, int nb, int64_t mc, int64_t tiles, int64_t n,
+                        double *s, double *A, double *o, bool mag32)
 {
     if (tk__isa() != TK__ISA_AVX512)
         return 0;
-    tk__wide_pairs(xp, yp, kc, mc, tiles / 2, n, s, A, o, mag32);
+    tk__wide_pairs(xp, yp, xs, ys, kc, nb, mc, tiles / 2, n, s, A, o, mag32);
     return tiles / 2 * 2;
 }
 #else
-static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t mc,
-                        int64_t tiles, int64_t n, double *s, double *A, double *o, bool mag32)
+static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t ys,
+                        const int64_t *kc, int nb, int64_t mc, int64_t tiles, int64_t n,
+                        double *s, double *A, double *o, bool mag32)
 {
-    (void)xp, (void)yp, (void)kc, (void)mc, (void)tiles, (void)n, (void)s, (void)A, (void)o,
-        (void)mag32;
+    (void)xp, (void)yp, (void)xs, (void)ys, (void)kc, (void)nb, (void)mc, (void)tiles,
+        (void)n, (void)s, (void)A, (void)o, (void)mag32;
     return 0;
 }
 #endif
@@ -229,8 +251,8 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t kc, int64_t 
  * order (k order; for a matmul's main pass, blocks of KC in k order, each
  * block's sum added to the running one), whatever the path or the split of
  * rows between threads.  A matmul packs y by KC-term panels of NR columns
- * and x by MC-row blocks, and keeps each 2 x NR tile's sums in registers
- * over a panel; its main pass (o) with p->mag32 sums a block's magnitudes
+ * and x by MC-row blocks, KO blocks of terms at a time, and keeps each
+ * 2 x NR tile's sums in registers over a panel; its main pass (o) with p->mag32 sums a block's magnitudes
  * in float32 and adds that sum to A.  round: each product rounded to
  * p->dtype first (a diagnosis pass; no o). */
 TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
@@ -269,74 +291,86 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
     bool mag32 = p->mag32 && o;   /* the main pass */
-    double *yp = pack, *xp = pack + TK__KC * tiles * TK__NR * 3;
-    for (int64_t k0 = 0; k0 < p->k_end; k0 += TK__KC) {
-        int64_t kc = p->k_end - k0 < TK__KC ? p->k_end - k0 : TK__KC;
-        for (int64_t t = 0; t < tiles; t++)
-            for (int64_t k = 0; k < kc; k++) {
-                double *d = yp + (t * kc + k) * 3 * TK__NR;
-                float *dm = (float *)(void *)(d + TK__NR);
-                const float *yk = p->y + (k0 + k) * n;
-                const float *oyk = p->oy ? p->oy + (k0 + k) * n : NULL;
-                if ((t + 1) * TK__NR <= n) {   /* a whole panel: no tests, vectorized */
-                    for (int64_t c = 0; c < TK__NR; c++) {
-                        d[c] = yk[t * TK__NR + c];
-                        if (mag32)
-                            dm[c] = fabsf(yk[t * TK__NR + c]);
-                        else
-                            d[TK__NR + c] = fabsf(yk[t * TK__NR + c]);
-                        d[2 * TK__NR + c] = oyk ? oyk[t * TK__NR + c] : 0.0;
+    /* Up to KO blocks of KC terms packed at once: y's panels ys doubles
+     * apart, x's xs (tk__pack_doubles counts them). */
+    int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC * TK__KC * 3;
+    double *yp = pack, *xp = pack + tk__subs(p->k) * ys;
+    for (int64_t k0 = 0; k0 < p->k_end; k0 += tk__subs(p->k) * TK__KC) {
+        int64_t kc[TK__KO], terms = 0;
+        int nb = 0;
+        for (; nb < tk__subs(p->k) && k0 + terms < p->k_end; nb++) {
+            kc[nb] = p->k_end - k0 - terms < TK__KC ? p->k_end - k0 - terms : TK__KC;
+            terms += kc[nb];
+        }
+        for (int b = 0; b < nb; b++)
+            for (int64_t t = 0; t < tiles; t++)
+                for (int64_t k = 0; k < kc[b]; k++) {
+                    double *d = yp + b * ys + (t * kc[b] + k) * 3 * TK__NR;
+                    float *dm = (float *)(void *)(d + TK__NR);
+                    const float *yk = p->y + (k0 + b * TK__KC + k) * n;
+                    const float *oyk = p->oy ? p->oy + (k0 + b * TK__KC + k) * n : NULL;
+                    if ((t + 1) * TK__NR <= n) {   /* a whole panel: no tests, vectorized */
+                        for (int64_t c = 0; c < TK__NR; c++) {
+                            d[c] = yk[t * TK__NR + c];
+                            if (mag32)
+                                dm[c] = fabsf(yk[t * TK__NR + c]);
+                            else
+                                d[TK__NR + c] = fabsf(yk[t * TK__NR + c]);
+                            d[2 * TK__NR + c] = oyk ? oyk[t * TK__NR + c] : 0.0;
+                        }
+                        continue;
                     }
-                    continue;
+                    for (int64_t c = 0; c < TK__NR; c++) {
+                        int64_t j = t * TK__NR + c;
+                        d[c] = j < n ? yk[j] : 0.0;
+                        if (mag32)
+                            dm[c] = j < n ? fabsf(yk[j]) : 0.0f;
+                        else
+                            d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
+                        d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
+                    }
                 }
-                for (int64_t c = 0; c < TK__NR; c++) {
-                    int64_t j = t * TK__NR + c;
-                    d[c] = j < n ? yk[j] : 0.0;
-                    if (mag32)
-                        dm[c] = j < n ? fabsf(yk[j]) : 0.0f;
-                    else
-                        d[TK__NR + c] = j < n ? fabsf(yk[j]) : 0.0;
-                    d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
-                }
-            }
         for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
             int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
-            for (int64_t r = 0; r < (mc + 1) / 2 * 2; r++)   /* an odd block's last row pads */
-                for (int64_t k = 0; k < kc; k++) {
-                    double *d = xp + ((r / 2 * kc + k) * 2 + r % 2) * 3;
-                    bool in = r < mc;
-                    float v = in ? p->x[(i0 + r) * p->k + k0 + k] : 0.0f;
-                    d[0] = v;
-                    if (mag32)
-                        *(float *)(void *)(d + 1) = fabsf(v);
-                    else
-                        d[1] = fabsf(v);
-                    d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + k] : 0.0;
-                }
-            int64_t wide = tk__wide(xp, yp, kc, mc, tiles, n, s + i0 * n, A + i0 * n,
-                                    o ? o + i0 * n : NULL, mag32);
+            for (int b = 0; b < nb; b++)
+                for (int64_t r = 0; r < (mc + 1) / 2 * 2; r++)   /* an odd block's last row pads */
+                    for (int64_t k = 0; k < kc[b]; k++) {
+                        double *d = xp + b * xs + ((r / 2 * kc[b] + k) * 2 + r % 2) * 3;
+                        bool in = r < mc;
+                        float v = in ? p->x[(i0 + r) * p->k + k0 + b * TK__KC + k] : 0.0f;
+                        d[0] = v;
+                        if (mag32)
+                            *(float *)(void *)(d + 1) = fabsf(v);
+                        else
+                            d[1] = fabsf(v);
+                        d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + b * TK__KC + k] : 0.0;
+                    }
+            int64_t wide = tk__wide(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n,
+                                    A + i0 * n, o ? o + i0 * n : NULL, mag32);
             for (int64_t t = 0; t < tiles; t++)
-                for (int64_t r = t < wide ? mc / 4 * 4 : 0; r < mc; r += 2) {
-                    tk__d4 acc[12];
-                    const double *xt = xp + r / 2 * kc * 6, *yt = yp + t * kc * 3 * TK__NR;
-                    if (mag32)   /* three copies of the tile, one per kind of pass */
-                        tk__tile(xt, yt, kc, true, true, acc);
-                    else if (o)
-                        tk__tile(xt, yt, kc, true, false, acc);
-                    else
-                        tk__tile(xt, yt, kc, false, false, acc);
-                    for (int64_t h = 0; h < 2 && r + h < mc; h++) {
-                        int64_t at = (i0 + r + h) * n + t * TK__NR;
-                        for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
-                            s[at + c] += acc[2 * h + c / 4][c % 4];
-                            A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
-                            if (o)
-                                o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
+                for (int64_t r = t < wide ? mc / 4 * 4 : 0; r < mc; r += 2)
+                    for (int b = 0; b < nb; b++) {
+                        tk__d4 acc[12];
+                        const double *xt = xp + b * xs + r / 2 * kc[b] * 6,
+                                     *yt = yp + b * ys + t * kc[b] * 3 * TK__NR;
+                        if (mag32)   /* three copies of the tile, one per kind of pass */
+                            tk__tile(xt, yt, kc[b], true, true, acc);
+                        else if (o)
+                            tk__tile(xt, yt, kc[b], true, false, acc);
+                        else
+                            tk__tile(xt, yt, kc[b], false, false, acc);
+                        for (int64_t h = 0; h < 2 && r + h < mc; h++) {
+                            int64_t at = (i0 + r + h) * n + t * TK__NR;
+                            for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
+                                s[at + c] += acc[2 * h + c / 4][c % 4];
+                                A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
+                                if (o)
+                                    o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
+                            }
                         }
                     }
-                }
-            /* Done: k0 terms of every row, and kc more of the first i0 + mc. */
-            if (p->tick && tk__tick(p, ((double)k0 + (double)kc * (double)(i0 + mc) /
+            /* Done: k0 terms of every row, and terms more of the first i0 + mc. */
+            if (p->tick && tk__tick(p, ((double)k0 + (double)terms * (double)(i0 + mc) /
                                         (double)m) / (double)p->k_end))
                 return;
         }

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { M = 9, K = 300, N = 70 };
+enum { M = 9, K = 300, N = 70, DEEP = 700 };
 
 /* f32 accumulation over k in blocks of bk, the last block left out when
  * drop is set; or (bf16) a bfloat16 accumulator. */
@@ -57,21 +57,28 @@ static double res(const tk_audit *a, int64_t i, int metric)
     return v;
 }
 
-static tk_audit *audit_of(struct how *h, tk_kernel **k)
+/* An audit of the matmul of M x depth by depth x N, in f32 and bf16. */
+static tk_audit *audit_of_depth(struct how *h, tk_kernel **k, int64_t depth)
 {
-    static float x[M * K], y[K * N];
-    tkt_fill(x, M * K, 3);
-    tkt_fill(y, K * N, 4);
+    static float x[M * DEEP], y[DEEP * N];
+    cr_assert_leq(depth, DEEP);
+    tkt_fill(x, M * depth, 3);
+    tkt_fill(y, depth * N, 4);
     cr_assert_eq(tk_kernel_matmul(k), TK_OK);
     tk_audit *a;
     cr_assert_eq(tk_audit_create(&a, *k), TK_OK);
     cr_assert_eq(tk_audit_set_candidate(a, matmul, h), TK_OK);
     const float *orig[2] = {x, y};
-    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, M, K, N, orig),
-                 TK_OK);
-    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, M, K, N, orig),
-                 TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, M, depth, N,
+                                             orig), TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_BF16, TK_DTYPE_F32, M, depth, N,
+                                             orig), TK_OK);
     return a;
+}
+
+static tk_audit *audit_of(struct how *h, tk_kernel **k)
+{
+    return audit_of_depth(h, k, K);
 }
 
 Test(bound, a_correct_matmul_passes_while_differing_in_bits)
@@ -653,7 +660,8 @@ static int step_rank(const char *step)
 }
 
 /* A reduction case reports its candidate, the oracle's sums as they go
- * (here one chunk, K = 300 in three panels: 0 to 1), the measure, and
+ * (here one chunk, K = 700 in three passes of up to 256 terms over the
+ * output: 0, then after each), the measure, and
  * every pass of the diagnosis from 0; the callback changes no result,
  * whatever floating-point environment it leaves, and a non-zero return
  * stops the run where it is, the last complete run's results kept. */
@@ -661,7 +669,7 @@ Test(bound, progress_follows_the_passes_and_can_stop_the_run)
 {
     struct how h = {1, false, true};   /* a bf16 accumulator: diagnosed */
     tk_kernel *k;
-    tk_audit *a = audit_of(&h, &k);
+    tk_audit *a = audit_of_depth(&h, &k, DEEP);
     static char quiet[1 << 16], logged[1 << 16], after[1 << 16];
     tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
     tkt_report_json(a, quiet, sizeof quiet);
@@ -693,7 +701,7 @@ Test(bound, progress_follows_the_passes_and_can_stop_the_run)
             cr_assert_eq(f, 1.0, "the oracle's sums end at 1");
     }
     for (int c = 0; c < 2; c++) {
-        cr_assert_eq(oracle[c], 4, "case %d: 0 and three panels", c);
+        cr_assert_eq(oracle[c], 4, "case %d: 0 and three passes", c);
         cr_assert_geq(passes[c], 3, "case %d: the step and its passes", c);
     }
     /* Every pass of the diagnosis ends at 1 before the next begins. */
