@@ -164,8 +164,9 @@ int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
     if (a->running)
         return tk__not_running("tk_audit_set_gap_tolerance", a);
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d is not "
-                        TK__FLOAT_DTYPES, dtype);
+        return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d (%s) is not "
+                        TK__FLOAT_DTYPES, dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     if (!(atol >= 0.0 && atol <= DBL_MAX) || !(rtol >= 0.0 && rtol <= DBL_MAX))
         return tk__fail(TK_ERANGE, "tk_audit_set_gap_tolerance: atol %g and rtol %g "
                         "must be finite and >= 0", atol, rtol);
@@ -1280,8 +1281,9 @@ int tk_rounding_counterexample(int dtype, float first, float second, float *earl
         return tk__fail(TK_EINVAL, "tk_rounding_counterexample: %s is NULL",
                         !early ? "early" : "late");
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "tk_rounding_counterexample: dtype %d is not "
-                        "a float dtype", dtype);
+        return tk__fail(TK_EDTYPE, "tk_rounding_counterexample: dtype %d (%s) is not "
+                        TK__FLOAT_DTYPES, dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     float e = tk__round_to(dtype, tk__round_to(dtype, first) + second);
     float l = tk__round_to(dtype, first + second);
     *early = e;

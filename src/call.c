@@ -87,8 +87,9 @@ int tk_call_create_kernel(tk_call **out, const tk_kernel *k, const tk_tiling *t,
                         "off multiples of the block shape, which no index map expresses; use "
                         "TK_TAIL_MASK or TK_TAIL_PAD");
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "tk_call_create_kernel: dtype %d is not " TK__FLOAT_DTYPES,
-                        dtype);
+        return tk__fail(TK_EDTYPE, "tk_call_create_kernel: dtype %d (%s) is not "
+                        TK__FLOAT_DTYPES, dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     tk_call *c;
     int64_t grid[2] = {t->grid_rows, t->grid_cols};
     int rc = tk_call_create(&c, 2, grid, tk__kernel_block, NULL);
@@ -152,7 +153,8 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
         return tk__fail(TK_ERANGE, "%s: a call takes at most %d %ss", fn,
                         TK_CALL_MAX_OPERANDS, tk__kind_name(kind));
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "%s: dtype %d is not " TK__FLOAT_DTYPES, fn, dtype);
+        return tk__fail(TK_EDTYPE, "%s: dtype %d (%s) is not " TK__FLOAT_DTYPES, fn, dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "%s: shape must be positive: got %lldx%lld", fn,
                         (long long)rows, (long long)cols);

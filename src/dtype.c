@@ -506,8 +506,9 @@ static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void
                           size_t n)
 {
     if (!tk__is_float_dtype(dtype))
-        return tk__fail(TK_EDTYPE, "%s: dtype %d is not a float dtype (" TK__FLOAT_DTYPES
-                        ")", fn, dtype);
+        return tk__fail(TK_EDTYPE, "%s: dtype %d (%s) is not a float dtype ("
+                        TK__FLOAT_DTYPES ")", fn, dtype,
+                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
     if (n && (!dst || !src))
         return tk__fail(TK_EINVAL, "%s: %s is NULL with n = %zu", fn,
                         !dst ? "dst" : "src", n);

@@ -660,9 +660,12 @@ Test(small, bulk_conversions_check_their_arguments)
     unsigned char d[16];
     memset(d, 0xAB, sizeof d);
     tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_I32, d, x, 4), TK_EDTYPE);
-    cr_assert(strstr(tk_last_error_message(), "tk_dtype_from_f32_n: dtype 3 is not a float"),
+    cr_assert(strstr(tk_last_error_message(),
+                     "tk_dtype_from_f32_n: dtype 3 (int32) is not a float"),
               "%s", tk_last_error_message());
     tkt_expect_status(tk_dtype_to_f32_n(99, x, d, 4), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "tk_dtype_to_f32_n: dtype 99 (unknown)"), "%s",
+              tk_last_error_message());
     tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_F16, NULL, x, 4), TK_EINVAL);
     cr_assert(strstr(tk_last_error_message(), "dst is NULL with n = 4"), "%s",
               tk_last_error_message());
