@@ -212,7 +212,7 @@ def test_every_summation_order_in_float32_is_within_the_bound(order):
 
 def test_progress_reports_each_step_and_an_exception_stops_the_run():
     seen = []
-    result = tk.audit_matmul(bf16_accumulating, shapes=[(9, 300, 70)], dtypes=["bfloat16"],
+    result = tk.audit_matmul(bf16_accumulating, shapes=[(9, 600, 70)], dtypes=["bfloat16"],
                              progress=lambda *report: seen.append(report))
     assert not result.passed and result.cases[0].diagnosis == "bfloat16-accumulation"
     steps = [s for _, s, _ in seen]
@@ -221,7 +221,7 @@ def test_progress_reports_each_step_and_an_exception_stops_the_run():
     assert steps.index("measure") == len(steps) - steps[::-1].index("measure") - 1
     oracle = [f for _, s, f in seen if s == "oracle"]
     assert oracle[0] == 0.0 and oracle[-1] == 1.0 and oracle == sorted(oracle)
-    assert len(oracle) == 4   # its start and K = 300's three panels of 128
+    assert len(oracle) == 4   # its start and K = 600's three passes of up to 256 terms
 
     a = result.audit
     before = a.results
