@@ -13,22 +13,23 @@
  * per 128-term block, as this data allows, then in float64) run over
  * packed panels in register tiles: 2 x 8 on the portable and AVX2 paths,
  * 4 x 16 on the AVX-512 path, which adds each tile's sums of two blocks of
- * 128 terms up in cache before they go to the output planes.  Both comparisons and the largest error/bound ratio are
- * vectorized passes.  On one thread, an Intel Xeon (AVX-512) reads 2.34
- * to 2.79 where float64 magnitudes read 2.99 to 3.08 in alternating runs
- * (3.1 to 3.58 before the register writeback and the vectorized
- * comparison), 4.0 to 4.3 with the AVX2 path forced (4.8 with float64
- * magnitudes); an AVX-512 AMD EPYC (Zen 5), where the plain matmul is
- * faster against the float64 arithmetic, read 4.2 to 4.5 before all
- * three, and an AVX2 one (Zen 3) 4.5 to 5.8; an AVX-512 Zen 4 read 3.02 to
+ * 128 terms up in cache before they go to the output planes.  Both
+ * comparisons and the largest error/bound ratio are vectorized passes.  On
+ * one thread, an Intel Xeon (AVX-512) reads 2.34 to 2.79 where float64
+ * magnitudes read 2.99 to 3.08 in alternating runs (3.1 to 3.58 before the
+ * register writeback and the vectorized comparison), 4.0 to 4.3 with the
+ * AVX2 path forced (4.8 with float64 magnitudes); an AVX-512 AMD EPYC (Zen
+ * 5), where the plain matmul is faster against the float64 arithmetic,
+ * read 4.2 to 4.5 before all three, and an AVX2 one (Zen 3) 4.5 to 5.8; an AVX-512 Zen 4 read 3.02 to
  * 3.35 with the output planes read and written per 128 terms, 2.84 to 2.93
- * per 256: the issue's 3.0 is the aim, 7 a guard.  On two threads the sums start beside the candidate and the
- * checks after them split by rows: 1.45 to 1.84 on the Xeon, 2.27 to 2.35
- * on the Zen 5, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other
- * core is busy), so that limit is a guard at 4.5.  (Before 0.6 the
- * baseline was compiled without -march=native, and its speed depended on
- * where the linker put it.)  Prints `name: ratio` and exits 1 when a ratio
- * is over its limit. */
+ * per 256: the issue's 3.0 is the aim, 7 a guard.  On two threads the
+ * sums start beside the candidate and the checks after them split by rows:
+ * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
+ * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is
+ * busy), so that limit is a guard at 4.5.  (Before 0.6 the baseline was
+ * compiled without -march=native, and its speed depended on where the
+ * linker put it.)  Prints `name: ratio` and exits 1 when a ratio is over
+ * its limit. */
 #include "bench.h"
 
 #include <stdint.h>

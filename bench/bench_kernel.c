@@ -11,13 +11,15 @@
  * body without undo 1.5 the built-in one, a guard: the issue's target is
  * 1.15.  The body's results go out from scratch by streaming stores, a pass
  * the built-in fuses into its loop, and its inputs are prefetched 512
- * elements ahead in bursts of one call (src/exec.c).  On an AVX-512 Intel
+ * elements ahead, a few lines after each piece of results (src/exec.c;
+ * before, in bursts of one call).  On an AVX-512 Intel
  * Xeon, calls of 256 elements read 1.09 to 1.15 (since the built-in reads
  * ahead line by line; 0.91 to 1.01 before), calls of 512 1.01 to 1.17, no
  * prefetch 1.21 to 1.26 (with undo 1.84 to 2.2).  On an AMD EPYC, Zen 5
  * read 1.06 to 1.22 alone and 1.17 to 1.28 in a full `make bench` with
  * calls of 256; Zen 4 read 1.49 to 2.16 with calls of 256 and 1.08 to 1.58
- * with 512 (4095x4093 up to 1.42 in a full run), hence 512 on AMD.
+ * with 512 (4095x4093 up to 1.44 in a full run), hence 512 on AMD, and
+ * 1.07 to 1.35 with the prefetches spread.
  * The built-in body writes a
  * large output by streaming stores, which the fused loop does not: its
  * ratios can be under 1. */

@@ -15,9 +15,11 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* How far ahead tk__run_flat prefetches its inputs, in elements (see
+/* How far ahead tk__run_flat prefetches its inputs, in elements, and the
+ * bytes of results it streams out between two rounds of prefetches (see
  * there; its run length is tk__flat_run's). */
 #define TK__AHEAD 512
+#define TK__PIECE 256
 
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
@@ -364,33 +366,38 @@ static int tk__run_flat(const tk__exec *e)
     for (int64_t at = 0; at < n; at += run) {
         int64_t w = run < n - at ? run : n - at;
         const float *in[TK_KERNEL_MAX_INPUTS];
-        /* The inputs TK__AHEAD elements on, one call's worth, and their old
-         * output for the undo copy, are fetched while the body works on
-         * this run: one core's reads are the limit.  The burst of
-         * prefetches has to stay short, or the body waits for it: on an
-         * Intel Xeon a custom body without undo read 1.21-1.26 the
-         * built-in with none, 1.07-1.17 with runs of 512 and the next one
-         * prefetched, 1.24-1.33 with runs of 1024, 0.94-0.96 with runs of
-         * 256 two calls ahead (the prefetches spread over the streaming of
-         * the results measured the same).  On an AMD EPYC (Zen 4) runs of
-         * 256 read 1.49-1.64, of 512 1.06-1.27, of 1024 with no prefetch
-         * 1.17-1.41: tk__flat_run picks by vendor. */
-        int64_t ahead = at + TK__AHEAD, next = run < n - ahead ? run : n - ahead;
-        for (int i = 0; i < e->n; i++) {
+        for (int i = 0; i < e->n; i++)
             in[i] = (const float *)tk__in_at(e, i, 0, at);
-            for (int64_t b = 0; b < next; b += 16)
-                __builtin_prefetch((const float *)tk__in_at(e, i, 0, ahead) + b);
-        }
-        if (e->undo)
-            for (int64_t b = 0; b < next; b += 16)
-                __builtin_prefetch((const float *)tk__out_at(e, 0, ahead) + b);
         int rc = tk__call(e, (tk__rect){at / e->cols, at % e->cols, 1, w}, 1, w, w, in, res);
         if (rc) {
             tk__restore(e, at / e->cols, at / e->cols + 1, at % e->cols);
             return rc;
         }
         tk__save(e, (tk__rect){0, at, 1, w});   /* the run is one row of n */
-        tk__stream_copy(tk__out_at(e, 0, at), res, (size_t)w * sizeof *res);
+        /* The results go out in pieces of whole lines, and after each the
+         * inputs of the same elements TK__AHEAD on (and their old output,
+         * for the undo copy) are fetched: one core's reads are the limit.
+         * Fetched in one burst before the call, they held the body up: on
+         * an Intel Xeon a custom body without undo read 1.21-1.26 the
+         * built-in with no prefetch, 1.07-1.17 with runs of 512 and the
+         * next one's fetched, 1.24-1.33 with runs of 1024, 0.94-0.96 with
+         * runs of 256 two calls ahead (spread so, the same).  On an AMD
+         * EPYC (Zen 4), in bench_kernel, bursts read 1.49-2.16 with runs of
+         * 256 and 1.08-1.44 with 512; spread, 1.07-1.35 with 512 and up to
+         * 1.75 with 256: tk__flat_run picks the run length by vendor. */
+        char *d = (char *)tk__out_at(e, 0, at);
+        size_t bytes = (size_t)w * sizeof *res, head = (64 - ((uintptr_t)d & 63)) & 63;
+        int64_t ahead = at + TK__AHEAD, next = run < n - ahead ? run : n - ahead, b = 0;
+        for (size_t off = 0, len = head < bytes ? head : bytes; off < bytes;
+             off += len, len = bytes - off < TK__PIECE ? bytes - off : TK__PIECE) {
+            tk__stream_copy(d + off, (const char *)res + off, len);
+            for (; b < next && b < (int64_t)((off + len) / sizeof *res); b += 16) {
+                for (int i = 0; i < e->n; i++)
+                    __builtin_prefetch((const float *)tk__in_at(e, i, 0, ahead) + b);
+                if (e->undo)
+                    __builtin_prefetch((const float *)tk__out_at(e, 0, ahead) + b);
+            }
+        }
     }
     return TK_OK;
 }

@@ -196,7 +196,7 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
             double *const out[3] = {s + at, A + at, o ? o + at : NULL};
             double run[3][4][2 * TK__NR];
             cols = cols < 2 * TK__NR ? cols : 2 * TK__NR;
-            if (cols < 2 * TK__NR)   /* the columns past the matrix add up unread zeros */
+            if (cols < 2 * TK__NR)   /* columns past the matrix: summed, never stored */
                 memset(run, 0, sizeof run);
             for (int q = 0; q < (o ? 3 : 2); q++)
                 for (int i = 0; i < 4; i++)
@@ -252,9 +252,9 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t 
  * block's sum added to the running one), whatever the path or the split of
  * rows between threads.  A matmul packs y by KC-term panels of NR columns
  * and x by MC-row blocks, KO blocks of terms at a time, and keeps each
- * 2 x NR tile's sums in registers over a panel; its main pass (o) with p->mag32 sums a block's magnitudes
- * in float32 and adds that sum to A.  round: each product rounded to
- * p->dtype first (a diagnosis pass; no o). */
+ * 2 x NR tile's sums in registers over a panel; its main pass (o) with
+ * p->mag32 sums a block's magnitudes in float32 and adds that sum to A.
+ * round: each product rounded to p->dtype first (a diagnosis pass; no o). */
 TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
                        double *pack), (p, round, s, A, o, pack))
 {
