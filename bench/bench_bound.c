@@ -20,9 +20,10 @@
  * register writeback and the vectorized comparison), 4.0 to 4.3 with the
  * AVX2 path forced (4.8 with float64 magnitudes); an AVX-512 AMD EPYC (Zen
  * 5), where the plain matmul is faster against the float64 arithmetic,
- * read 4.2 to 4.5 before all three, and an AVX2 one (Zen 3) 4.5 to 5.8; an AVX-512 Zen 4 read 3.02 to
- * 3.35 with the output planes read and written per 128 terms, 2.84 to 2.93
- * per 256: the issue's 3.0 is the aim, 7 a guard.  On two threads the
+ * read 4.2 to 4.5 before all three, and an AVX2 one (Zen 3) 4.5 to 5.8;
+ * an AVX-512 Zen 4 read 3.02 to 3.35 with the output planes read and
+ * written per 128 terms, 2.84 to 2.93 per 256: the issue's 3.0 is the aim,
+ * 7 a guard.  On two threads the
  * sums start beside the candidate and the checks after them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is
