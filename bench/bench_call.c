@@ -66,10 +66,18 @@ static tk_call *call;
 static tk_pipeline *pipe;
 
 /* o += a b on one block: the loops both sides share, compiled once (not
- * inlined into either side), so the ratio is the call's machinery and not
- * two code generations of the same loops (1.0 to 1.5 apart with inlining). */
-__attribute__((noinline)) static void block_mma(float *o, int64_t ldo, const float *a,
-                                                int64_t lda, const float *b, int64_t ldb)
+ * inlined into either side, and with gcc not cloned for the direct side's
+ * constant ldo), so the ratio is the call's machinery and not two code
+ * generations of the same loops (1.0 to 1.5 apart with inlining; the clone
+ * alone ran 1.6 to 2x slower or faster as its address moved, on an AMD EPYC
+ * Zen 4). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define ONE_COPY __attribute__((noinline, noclone))
+#else
+#define ONE_COPY __attribute__((noinline))
+#endif
+ONE_COPY static void block_mma(float *o, int64_t ldo, const float *a, int64_t lda,
+                               const float *b, int64_t ldb)
 {
     for (int64_t r = 0; r < BS; r++)
         for (int64_t k = 0; k < BS; k++) {
