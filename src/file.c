@@ -4,7 +4,7 @@
  * file, or a missing one, is replaced (through a symlink, the file it names,
  * created if the link dangles); a device, FIFO or directory is refused.  On
  * any failure the target is as it was and the temporary is gone. */
-#define _XOPEN_SOURCE 700  /* realpath, fchmod, fsync */
+#define _XOPEN_SOURCE 700  /* fchmod, fsync */
 #include "internal.h"
 
 #include <errno.h>
@@ -48,11 +48,14 @@ void tk__out_abort(tk__out *o)
     o->tmp[0] = '\0';
 }
 
-/* The file a dangling symlink names, into buf: followed link by link (a
- * relative one from its own directory), as open(O_CREAT) would.  0 when
- * path is no symlink, 1 when buf names the file, -1 when the chain is too
- * long or too deep to follow (replacing the link would be wrong). */
-static int tk__dangling(const char *path, char *buf, size_t size)
+/* The file a symlink names, into buf: followed link by link (a relative
+ * one from its own directory), as open(O_CREAT) would, whether that file
+ * exists or not.  0 when path is no symlink, 1 when buf names the file, -1
+ * when the chain is too long or too deep to follow (replacing the link
+ * would be wrong).  Not realpath: it fails where the absolute path would
+ * pass PATH_MAX (a deep working directory), though the link can be
+ * followed. */
+static int tk__follow(const char *path, char *buf, size_t size)
 {
     char link[4096];
     struct stat st;
@@ -90,18 +93,15 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
                         S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket");
     /* Through a symlink, write the file it names, so the link stays. */
-    char *real = exists ? realpath(path, NULL) : NULL, named[sizeof o->target];
-    int dangling = exists ? 0 : tk__dangling(path, named, sizeof named);
-    if (dangling < 0)
+    char named[sizeof o->target];
+    int linked = tk__follow(path, named, sizeof named);
+    if (linked < 0)
         return tk__fail(TK_EIO, "%s: cannot follow the symlink \"%s\" to the file it names "
                         "(too long a path, or too many links)", fn, path);
-    const char *target = real ? real : dangling ? named : path;
-    if (strlen(target) + 18 > sizeof o->target) {
-        free(real);
+    const char *target = linked ? named : path;
+    if (strlen(target) + 18 > sizeof o->target)
         return tk__fail(TK_EIO, "%s: the path \"%s\" is too long", fn, path);
-    }
     snprintf(o->target, sizeof o->target, "%s", target);
-    free(real);
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 16; tries++) {
         snprintf(o->tmp, sizeof o->tmp, "%s.%016llx", o->target,

@@ -667,6 +667,44 @@ Test(npy, fuzz_header_byte_flips)
     free(file);
 }
 
+/* The same from a working directory deeper than PATH_MAX, where realpath
+ * fails though the link can be followed: the link stays (it was replaced
+ * by the file when the writer resolved links with realpath). */
+Test(npy, a_save_through_a_symlink_from_a_deep_directory_keeps_the_link)
+{
+    char name[201];
+    memset(name, 'd', 200);
+    name[200] = '\0';
+    cr_assert_eq(chdir(tdir), 0, "%s", strerror(errno));
+    enum { DEPTH = 25 };   /* 25 x 201 bytes: past PATH_MAX (4096) */
+    for (int i = 0; i < DEPTH; i++) {
+        cr_assert_eq(mkdir(name, 0700), 0, "%s", strerror(errno));
+        cr_assert_eq(chdir(name), 0, "%s", strerror(errno));
+    }
+    tk_matrix *m = NULL, *back = NULL;
+    tkt_expect_status(tk_matrix_create(&m, TK_DTYPE_F32, 1, 2), TK_OK);
+    float *d = tk_matrix_data(m);
+    d[0] = 1.5f, d[1] = -2.0f;
+    cr_assert_eq(symlink("named.npy", "link.npy"), 0, "%s", strerror(errno));
+    for (int i = 0; i < 2; i++) {   /* the file is created, then replaced */
+        d[0] = (float)i;
+        tkt_expect_status(tk_matrix_save_npy(m, "link.npy"), TK_OK);
+        struct stat st;
+        cr_assert_eq(lstat("link.npy", &st), 0);
+        cr_assert(S_ISLNK(st.st_mode), "save %d replaced the link", i);
+        tkt_expect_status(tk_matrix_load_npy(&back, "named.npy"), TK_OK);
+        cr_assert_eq(memcmp(tk_matrix_data(back), d, sizeof(float) * 2), 0);
+        tk_matrix_destroy(back);
+    }
+    tk_matrix_destroy(m);
+    unlink("link.npy");
+    unlink("named.npy");
+    for (int i = 0; i < DEPTH; i++) {
+        cr_assert_eq(chdir(".."), 0, "%s", strerror(errno));
+        cr_assert_eq(rmdir(name), 0, "%s", strerror(errno));
+    }
+}
+
 /* Through a symlink the file it names is written, and the link stays: also
  * when that file does not exist yet (a dangling link, followed link by
  * link, relative to the link's own directory), as open(O_CREAT) does. */
