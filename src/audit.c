@@ -166,7 +166,7 @@ int tk_audit_set_gap_tolerance(tk_audit *a, int dtype, double atol, double rtol)
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_set_gap_tolerance: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     if (!(atol >= 0.0 && atol <= DBL_MAX) || !(rtol >= 0.0 && rtol <= DBL_MAX))
         return tk__fail(TK_ERANGE, "tk_audit_set_gap_tolerance: atol %g and rtol %g "
                         "must be finite and >= 0", atol, rtol);
@@ -204,7 +204,7 @@ int tk_audit_add_case(tk_audit *a, int dtype, int64_t rows, int64_t cols,
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_audit_add_case: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES "; kernels reject integer data", dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "tk_audit_add_case: shape must be positive: got "
                         "%lldx%lld", (long long)rows, (long long)cols);
@@ -249,7 +249,7 @@ int tk_audit_add_reduction_case(tk_audit *a, int dtype, int out_dtype, int64_t m
         if (!tk__is_float_dtype(d))
             return tk__fail(TK_EDTYPE, "%s: %s dtype %d (%s) is not " TK__FLOAT_DTYPES, fn,
                             i ? "output" : "input", d,
-                            tk_dtype_name(d) ? tk_dtype_name(d) : "unknown");
+                            tk__dtype_label(d));
     }
     if (!tk__dtype_holds(acc, dtype))
         return tk__fail(TK_EDTYPE, "%s: the contract accumulates in %s, which cannot hold "
@@ -1283,7 +1283,7 @@ int tk_rounding_counterexample(int dtype, float first, float second, float *earl
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_rounding_counterexample: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     float e = tk__round_to(dtype, tk__round_to(dtype, first) + second);
     float l = tk__round_to(dtype, first + second);
     *early = e;

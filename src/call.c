@@ -89,7 +89,7 @@ int tk_call_create_kernel(tk_call **out, const tk_kernel *k, const tk_tiling *t,
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_call_create_kernel: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     tk_call *c;
     int64_t grid[2] = {t->grid_rows, t->grid_cols};
     int rc = tk_call_create(&c, 2, grid, tk__kernel_block, NULL);
@@ -154,7 +154,7 @@ static int tk__add_operand(tk_call *c, int kind, int dtype, int64_t rows, int64_
                         TK_CALL_MAX_OPERANDS, tk__kind_name(kind));
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "%s: dtype %d (%s) is not " TK__FLOAT_DTYPES, fn, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     if (rows < 1 || cols < 1)
         return tk__fail(TK_ESHAPE, "%s: shape must be positive: got %lldx%lld", fn,
                         (long long)rows, (long long)cols);
@@ -445,8 +445,7 @@ static int tk__check_matrices(const tk_call *c, int kind, int n, const tk_matrix
             return tk__fail(TK_EINVAL, "tk_call_run: %s %d is NULL", tk__kind_name(kind), i);
         if (m[i]->dtype != s->dtype)
             return tk__fail(TK_EDTYPE, "tk_call_run: %s %d is %s; the call declares %s",
-                            tk__kind_name(kind), i, tk_dtype_name(m[i]->dtype)
-                            ? tk_dtype_name(m[i]->dtype) : "unknown",
+                            tk__kind_name(kind), i, tk__dtype_label(m[i]->dtype),
                             tk_dtype_name(s->dtype));
         if (m[i]->rows != s->rows || m[i]->cols != s->cols)
             return tk__fail(TK_ESHAPE, "tk_call_run: %s %d is %lldx%lld; the call declares "

@@ -407,7 +407,7 @@ int tk_compare_create(tk_compare **out, int dtype)
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "tk_compare_create: dtype %d (%s) is not "
                         TK__FLOAT_DTYPES, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     tk_compare *c = calloc(1, sizeof *c);
     if (!c)
         return tk__fail(TK_ENOMEM, "tk_compare_create: out of memory");

@@ -508,7 +508,7 @@ static int tk__bulk_check(const char *fn, int dtype, const void *dst, const void
     if (!tk__is_float_dtype(dtype))
         return tk__fail(TK_EDTYPE, "%s: dtype %d (%s) is not a float dtype ("
                         TK__FLOAT_DTYPES ")", fn, dtype,
-                        tk_dtype_name(dtype) ? tk_dtype_name(dtype) : "unknown");
+                        tk__dtype_label(dtype));
     if (n && (!dst || !src))
         return tk__fail(TK_EINVAL, "%s: %s is NULL with n = %zu", fn,
                         !dst ? "dst" : "src", n);

@@ -386,10 +386,11 @@ static int tk__run_flat(const tk__exec *e)
          * 256 and 1.08-1.44 with 512; spread, 1.07-1.35 with 512 and up to
          * 1.75 with 256: tk__flat_run picks the run length by vendor. */
         char *d = (char *)tk__out_at(e, 0, at);
-        size_t bytes = (size_t)w * sizeof *res, head = (64 - ((uintptr_t)d & 63)) & 63;
+        size_t bytes = (size_t)w * sizeof *res, off = 0;
+        size_t len = (64 - ((uintptr_t)d & 63)) & 63;   /* up to d's first whole line */
         int64_t ahead = at + TK__AHEAD, next = run < n - ahead ? run : n - ahead, b = 0;
-        for (size_t off = 0, len = head < bytes ? head : bytes; off < bytes;
-             off += len, len = bytes - off < TK__PIECE ? bytes - off : TK__PIECE) {
+        for (len = len ? len : TK__PIECE; off < bytes; off += len, len = TK__PIECE) {
+            len = len < bytes - off ? len : bytes - off;
             tk__stream_copy(d + off, (const char *)res + off, len);
             for (; b < next && b < (int64_t)((off + len) / sizeof *res); b += 16) {
                 for (int i = 0; i < e->n; i++)

@@ -81,6 +81,13 @@ static inline bool tk__keep(void **buf, size_t *have, size_t need)
     return *buf != NULL;
 }
 
+/* tk_dtype_name for a message: "unknown" where the number is no dtype. */
+static inline const char *tk__dtype_label(int dtype)
+{
+    const char *name = tk_dtype_name(dtype);
+    return name ? name : "unknown";
+}
+
 /* tk_dtype_size, inline for the per-row paths: bytes per element, 0 for
  * an unknown dtype. */
 static inline int64_t tk__esize(int dtype)

@@ -293,12 +293,12 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
     bool mag32 = p->mag32 && o;   /* the main pass */
     /* Up to KO blocks of KC terms packed at once: y's panels ys doubles
      * apart, x's xs (tk__pack_doubles counts them). */
-    int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC * TK__KC * 3;
-    double *yp = pack, *xp = pack + tk__subs(p->k) * ys;
-    for (int64_t k0 = 0; k0 < p->k_end; k0 += tk__subs(p->k) * TK__KC) {
+    int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC * TK__KC * 3, subs = tk__subs(p->k);
+    double *yp = pack, *xp = pack + subs * ys;
+    for (int64_t k0 = 0; k0 < p->k_end; k0 += subs * TK__KC) {
         int64_t kc[TK__KO], terms = 0;
         int nb = 0;
-        for (; nb < tk__subs(p->k) && k0 + terms < p->k_end; nb++) {
+        for (; nb < subs && k0 + terms < p->k_end; nb++) {
             kc[nb] = p->k_end - k0 - terms < TK__KC ? p->k_end - k0 - terms : TK__KC;
             terms += kc[nb];
         }
