@@ -40,7 +40,7 @@
  * timed in turn on their own, on the same matrices (median of 61).  Among
  * the four rigs above, what ran just before moved the same work by up to
  * 7%; on matrices of their own, the pair read 0.90 to 1.12 on an AMD EPYC
- * (Zen 4), and 1.11 in one `make bench`; on the same ones, 0.98 to 1.02. */
+ * (Zen 4), and 1.11 in one `make bench`; on the same ones, 0.97 to 1.02. */
 #include "bench.h"
 
 #include <stdbool.h>

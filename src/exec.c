@@ -383,7 +383,7 @@ static int tk__run_flat(const tk__exec *e)
          * next one's fetched, 1.24-1.33 with runs of 1024, 0.94-0.96 with
          * runs of 256 two calls ahead (spread so, the same).  On an AMD
          * EPYC (Zen 4), in bench_kernel, bursts read 1.49-2.16 with runs of
-         * 256 and 1.08-1.44 with 512; spread, 1.07-1.35 with 512 and up to
+         * 256 and 1.08-1.44 with 512; spread, 0.83-1.42 with 512 and up to
          * 1.75 with 256: tk__flat_run picks the run length by vendor. */
         char *d = (char *)tk__out_at(e, 0, at);
         size_t bytes = (size_t)w * sizeof *res, off = 0;
