@@ -11,9 +11,10 @@
  * The candidate alone is one baseline.  The oracle's sums (the stored
  * data's and the original data's in float64; the magnitudes' in float32
  * per 128-term block, as this data allows, then in float64) run over
- * packed panels in register tiles: 2 x 8 on the portable and AVX2 paths,
- * 4 x 16 on the AVX-512 path, which adds each tile's sums of two blocks of
- * 128 terms up in cache before they go to the output planes.  Both
+ * packed panels in register tiles: 2 x 8 with all three sums on the
+ * portable path, 4 x 16 on the AVX-512 path, which adds each tile's sums of
+ * two blocks of 128 terms up in cache before they go to the output planes,
+ * and 6 x 8 with one sum at a time on the AVX2 path.  Both
  * comparisons and the largest error/bound ratio are vectorized passes.  On
  * one thread, an Intel Xeon (AVX-512) reads 2.34 to 2.79 where float64
  * magnitudes read 2.99 to 3.08 in alternating runs (3.1 to 3.58 before the
@@ -22,8 +23,12 @@
  * 5), where the plain matmul is faster against the float64 arithmetic,
  * read 4.2 to 4.5 before all three, and an AVX2 one (Zen 3) 4.5 to 5.8;
  * an AVX-512 Zen 4 read 3.02 to 3.35 with the output planes read and
- * written per 128 terms, 2.84 to 2.93 per 256: the issue's 3.0 is the aim,
- * 7 a guard.  On two threads the
+ * written per 128 terms, 2.84 to 2.93 per 256, 2.68 to 2.77 with its
+ * scratch on cache lines, and with the AVX2 path forced 4.64 to 4.68, 3.7
+ * to 3.8 on cache lines, 3.01 to 3.07 with the 6 x 8 tiles, whose
+ * multiply-adds alone, at two a cycle with every operand in L1, take about
+ * 1.6x this matmul's time there: on the AVX2 path 3.0 is near the floor of
+ * float64 sums.  The issue's 3.0 is the aim, 7 a guard.  On two threads the
  * sums start beside the candidate and the checks after them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is

@@ -459,7 +459,7 @@ int tk__reduction_check(int acc, int reduce, int64_t m, int64_t k, int64_t n, in
         !tk__mul(m, n, &mn) || mk > INT64_MAX - kn ||
         !tk__mul(mk + kn, tk__esize(dtype) + 4, &in_bytes) || !tk__mul(mn, per_out, &mn) ||
         !tk__mul(n / TK__NR + 1, TK__KC * TK__NR * 3, &pack) ||
-        !tk__add(pack, TK__MC * TK__KC * 3, &pack) ||
+        !tk__add(pack, TK__MC_PACK * TK__KC * 3, &pack) ||
         !tk__mul(pack, 8 * TK__KO * TK_KERNEL_MAX_THREADS, &pack) ||
         in_bytes > INT64_MAX - mn || in_bytes + mn > INT64_MAX - pack ||
         (uint64_t)(in_bytes + mn + pack) > SIZE_MAX)

@@ -34,7 +34,18 @@ static int64_t tk__subs(int64_t k)
 int64_t tk__pack_doubles(int64_t n, int64_t k)
 {
     return tk__subs(k) *
-           (TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC * TK__KC * 3);
+           (TK__KC * ((n + TK__NR - 1) / TK__NR) * TK__NR * 3 + TK__MC_PACK * TK__KC * 3);
+}
+
+/* Where a packed x block of kc terms holds row r's term k of sum q (0 the
+ * value, 1 its magnitude, 2 the original): by row pairs, per term the
+ * three of each row (tk__tile), or with groups by groups of TK__GROUP rows,
+ * per sum per term the group's rows side by side (tk__tile6). */
+static inline int64_t tk__xat(bool groups, int64_t kc, int64_t r, int64_t k, int q)
+{
+    if (groups)
+        return ((r / TK__GROUP * 3 + q) * kc + k) * TK__GROUP + r % TK__GROUP;
+    return ((r / 2 * kc + k) * 2 + r % 2) * 3 + q;
 }
 
 /* Four doubles (one AVX2 register); aligned(8) so that a packed panel
@@ -205,7 +216,7 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
                     else
                         memcpy(run[q][i], out[q] + i * n, (size_t)cols * sizeof(double));
             for (int b = 0; b < nb; b++) {
-                const double *x0 = xp + b * xs + r / 2 * kc[b] * 6,
+                const double *x0 = xp + b * xs + tk__xat(false, kc[b], r, 0, 0),
                              *y0 = yp + b * ys + t * kc[b] * 3 * TK__NR;
                 const double *x1 = x0 + kc[b] * 6, *y1 = y0 + kc[b] * 3 * TK__NR;
                 if (mag32)   /* three copies of the tile, one per kind of pass */
@@ -224,6 +235,97 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
         }
 }
 
+/* The AVX2 tile: 6 rows by NR = 8 columns and one of the three sums (q: 0
+ * the values', 1 the magnitudes', 2 the originals'), into run.  Its 12
+ * accumulators, two y vectors and a broadcast fill the 16 registers, so a
+ * term takes 12 multiply-adds and only 8 loads: the 2 x 8 tile with its
+ * three sums at once has as many loads as multiply-adds, and the loads
+ * bound it.  xp holds the group's 6 rows of sum q per term (tk__xat), yp
+ * the panel as tk__tile reads it.  With mag32 the magnitudes are 6 vectors
+ * of eight float32 (q = 1).  Each element's terms are added in k order from
+ * zero, as in tk__tile, and the block's sum to run: the same bits. */
+static inline __attribute__((always_inline)) void tk__tile6(const double *xp, const double *yp,
+                                                            int64_t kc, int q, bool mag32,
+                                                            double run[TK__GROUP][TK__NR])
+{
+    if (mag32 && q == 1) {
+        tk__f8 m[TK__GROUP] = {{0}};
+        for (int64_t k = 0; k < kc; k++) {
+            tk__f8 w = *(const tk__f8 *)(const void *)(yp + k * 3 * TK__NR + TK__NR);
+#pragma GCC unroll 6
+            for (int r = 0; r < TK__GROUP; r++)
+                m[r] += *(const float *)(const void *)(xp + k * TK__GROUP + r) * w;
+        }
+#pragma GCC unroll 6
+        for (int r = 0; r < TK__GROUP; r++)
+            for (int c = 0; c < TK__NR; c++)
+                run[r][c] += m[r][c];
+        return;
+    }
+    tk__d4 acc[TK__GROUP][2] = {{{0}}};
+    for (int64_t k = 0; k < kc; k++) {
+        const tk__d4 *v = (const tk__d4 *)(yp + k * 3 * TK__NR + q * TK__NR);
+        tk__d4 v0 = v[0], v1 = v[1];
+#pragma GCC unroll 6
+        for (int r = 0; r < TK__GROUP; r++) {
+            acc[r][0] += xp[k * TK__GROUP + r] * v0;
+            acc[r][1] += xp[k * TK__GROUP + r] * v1;
+        }
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < TK__GROUP; r++) {
+        *(tk__d4 *)(void *)run[r] += acc[r][0];
+        *(tk__d4 *)(void *)(run[r] + 4) += acc[r][1];
+    }
+}
+
+/* On the AVX2 path, every row of one packed x block (mc rows, packed in
+ * groups of 6; the last group's rows past mc are zeros, summed and never
+ * stored) against every y panel, one sum at a time, over the nb packed
+ * blocks, added into s, A and o as tk__wide_pairs does.  A sum's panel
+ * stays in cache while the groups' rows of that sum stream past it. */
+TK__ON_AVX2 static void tk__groups_avx2(const double *xp, const double *yp, int64_t xs,
+                                        int64_t ys, const int64_t *kc, int nb, int64_t mc,
+                                        int64_t tiles, int64_t n, double *s, double *A,
+                                        double *o, bool mag32)
+{
+    double *const plane[3] = {s, A, o};
+    for (int q = 0; q < (o ? 3 : 2); q++)
+        for (int64_t t = 0; t < tiles; t++)
+            for (int64_t r = 0; r < mc; r += TK__GROUP) {
+                int64_t cols = n - t * TK__NR < TK__NR ? n - t * TK__NR : TK__NR;
+                int64_t rows = mc - r < TK__GROUP ? mc - r : TK__GROUP;
+                double run[TK__GROUP][TK__NR] = {{0}}, *out = plane[q] + r * n + t * TK__NR;
+                for (int64_t i = 0; i < rows; i++)
+                    if (cols == TK__NR)   /* inlined as vector moves */
+                        memcpy(run[i], out + i * n, sizeof run[i]);
+                    else
+                        memcpy(run[i], out + i * n, (size_t)cols * sizeof(double));
+                /* The next tile's output rows, which the walk down a
+                 * column of tiles finds in memory, not in cache (they took
+                 * a sixth of this function's time, waited for). */
+                for (int64_t i = 0; i < TK__GROUP && r + TK__GROUP + i < mc; i++)
+                    __builtin_prefetch(out + (TK__GROUP + i) * n, 1);
+                for (int64_t i = 0; i < TK__GROUP && r + TK__GROUP >= mc && t + 1 < tiles; i++)
+                    __builtin_prefetch(plane[q] + i * n + (t + 1) * TK__NR, 1);
+                for (int b = 0; b < nb; b++) {
+                    const double *x0 = xp + b * xs + tk__xat(true, kc[b], r, 0, q),
+                                 *y0 = yp + b * ys + t * kc[b] * 3 * TK__NR;
+                    if (mag32)   /* a copy of the tile per kind of pass */
+                        tk__tile6(x0, y0, kc[b], q, true, run);
+                    else
+                        tk__tile6(x0, y0, kc[b], q, false, run);
+                }
+                for (int64_t i = 0; i < rows; i++)
+                    if (cols == TK__NR)
+                        memcpy(out + i * n, run[i], sizeof run[i]);
+                    else
+                        memcpy(out + i * n, run[i], (size_t)cols * sizeof(double));
+            }
+}
+
+/* The wide tiles of the AVX-512 path over an x block: the panels they
+ * covered, whose last mc % 4 rows the caller's 2 x 8 tiles still owe. */
 static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t ys,
                         const int64_t *kc, int nb, int64_t mc, int64_t tiles, int64_t n,
                         double *s, double *A, double *o, bool mag32)
@@ -242,7 +344,50 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t 
         (void)n, (void)s, (void)A, (void)o, (void)mag32;
     return 0;
 }
+
+static void tk__groups_avx2(const double *xp, const double *yp, int64_t xs, int64_t ys,
+                            const int64_t *kc, int nb, int64_t mc, int64_t tiles, int64_t n,
+                            double *s, double *A, double *o, bool mag32)
+{
+    (void)xp, (void)yp, (void)xs, (void)ys, (void)kc, (void)nb, (void)mc, (void)tiles,
+        (void)n, (void)s, (void)A, (void)o, (void)mag32;
+}
 #endif
+
+/* The portable and AVX-512 paths over one packed x block (mc rows, in row
+ * pairs), added into s, A and o (offset to its first row): the AVX-512
+ * tiles where they fit, 2 x 8 tiles elsewhere. */
+static inline __attribute__((always_inline)) void tk__pairs(const double *xp, const double *yp,
+                                                            int64_t xs, int64_t ys,
+                                                            const int64_t *kc, int nb,
+                                                            int64_t mc, int64_t tiles, int64_t n,
+                                                            double *s, double *A, double *o,
+                                                            bool mag32)
+{
+    int64_t wide = tk__wide(xp, yp, xs, ys, kc, nb, mc, tiles, n, s, A, o, mag32);
+    for (int64_t t = 0; t < tiles; t++)
+        for (int64_t r = t < wide ? mc / 4 * 4 : 0; r < mc; r += 2)
+            for (int b = 0; b < nb; b++) {
+                tk__d4 acc[12];
+                const double *xt = xp + b * xs + tk__xat(false, kc[b], r, 0, 0),
+                             *yt = yp + b * ys + t * kc[b] * 3 * TK__NR;
+                if (mag32)   /* three copies of the tile, one per kind of pass */
+                    tk__tile(xt, yt, kc[b], true, true, acc);
+                else if (o)
+                    tk__tile(xt, yt, kc[b], true, false, acc);
+                else
+                    tk__tile(xt, yt, kc[b], false, false, acc);
+                for (int64_t h = 0; h < 2 && r + h < mc; h++) {
+                    int64_t at = (r + h) * n + t * TK__NR;
+                    for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
+                        s[at + c] += acc[2 * h + c / 4][c % 4];
+                        A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
+                        if (o)
+                            o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
+                    }
+                }
+            }
+}
 
 /* Per output element, in float64: the oracle s, the sum of magnitudes A
  * (for the bound) and the original data's sum o (for the gap), over the
@@ -252,8 +397,10 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t 
  * block's sum added to the running one), whatever the path or the split of
  * rows between threads.  A matmul packs y by KC-term panels of NR columns
  * and x by MC-row blocks, KO blocks of terms at a time, and keeps each
- * 2 x NR tile's sums in registers over a panel; its main pass (o) with
- * p->mag32 sums a block's magnitudes in float32 and adds that sum to A.
+ * tile's sums in registers over a panel (2 x NR with all three sums, 4 x 16
+ * on the AVX-512 path, 6 x NR one sum at a time on the AVX2 path); its main
+ * pass (o) with p->mag32 sums a block's magnitudes in float32 and adds that
+ * sum to A.
  * round: each product rounded to p->dtype first (a diagnosis pass; no o). */
 TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, double *o,
                        double *pack), (p, round, s, A, o, pack))
@@ -290,10 +437,11 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         return;
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
+    bool groups = tk__isa() == TK__ISA_AVX2;   /* x packed for tk__groups_avx2 */
     bool mag32 = p->mag32 && o;   /* the main pass */
     /* Up to KO blocks of KC terms packed at once: y's panels ys doubles
      * apart, x's xs (tk__pack_doubles counts them). */
-    int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC * TK__KC * 3, subs = tk__subs(p->k);
+    int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC_PACK * TK__KC * 3, subs = tk__subs(p->k);
     double *yp = pack, *xp = pack + subs * ys;
     for (int64_t k0 = 0; k0 < p->k_end; k0 += subs * TK__KC) {
         int64_t kc[TK__KO], terms = 0;
@@ -332,43 +480,28 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                 }
         for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
             int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
+            /* An odd block's last row pads; so do a last group's rows. */
+            int64_t packed = groups ? (mc + TK__GROUP - 1) / TK__GROUP * TK__GROUP : (mc + 1) / 2 * 2;
             for (int b = 0; b < nb; b++)
-                for (int64_t r = 0; r < (mc + 1) / 2 * 2; r++)   /* an odd block's last row pads */
+                for (int64_t r = 0; r < packed; r++)
                     for (int64_t k = 0; k < kc[b]; k++) {
-                        double *d = xp + b * xs + ((r / 2 * kc[b] + k) * 2 + r % 2) * 3;
+                        double *d = xp + b * xs;
                         bool in = r < mc;
                         float v = in ? p->x[(i0 + r) * p->k + k0 + b * TK__KC + k] : 0.0f;
-                        d[0] = v;
+                        d[tk__xat(groups, kc[b], r, k, 0)] = v;
                         if (mag32)
-                            *(float *)(void *)(d + 1) = fabsf(v);
+                            *(float *)(void *)(d + tk__xat(groups, kc[b], r, k, 1)) = fabsf(v);
                         else
-                            d[1] = fabsf(v);
-                        d[2] = in && p->ox ? p->ox[(i0 + r) * p->k + k0 + b * TK__KC + k] : 0.0;
+                            d[tk__xat(groups, kc[b], r, k, 1)] = fabsf(v);
+                        d[tk__xat(groups, kc[b], r, k, 2)] =
+                            in && p->ox ? p->ox[(i0 + r) * p->k + k0 + b * TK__KC + k] : 0.0;
                     }
-            int64_t wide = tk__wide(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n,
-                                    A + i0 * n, o ? o + i0 * n : NULL, mag32);
-            for (int64_t t = 0; t < tiles; t++)
-                for (int64_t r = t < wide ? mc / 4 * 4 : 0; r < mc; r += 2)
-                    for (int b = 0; b < nb; b++) {
-                        tk__d4 acc[12];
-                        const double *xt = xp + b * xs + r / 2 * kc[b] * 6,
-                                     *yt = yp + b * ys + t * kc[b] * 3 * TK__NR;
-                        if (mag32)   /* three copies of the tile, one per kind of pass */
-                            tk__tile(xt, yt, kc[b], true, true, acc);
-                        else if (o)
-                            tk__tile(xt, yt, kc[b], true, false, acc);
-                        else
-                            tk__tile(xt, yt, kc[b], false, false, acc);
-                        for (int64_t h = 0; h < 2 && r + h < mc; h++) {
-                            int64_t at = (i0 + r + h) * n + t * TK__NR;
-                            for (int64_t c = 0; c < TK__NR && t * TK__NR + c < n; c++) {
-                                s[at + c] += acc[2 * h + c / 4][c % 4];
-                                A[at + c] += acc[4 + 2 * h + c / 4][c % 4];
-                                if (o)
-                                    o[at + c] += acc[8 + 2 * h + c / 4][c % 4];
-                            }
-                        }
-                    }
+            if (groups)
+                tk__groups_avx2(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n, A + i0 * n,
+                                o ? o + i0 * n : NULL, mag32);
+            else
+                tk__pairs(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n, A + i0 * n,
+                          o ? o + i0 * n : NULL, mag32);
             /* Done: k0 terms of every row, and terms more of the first i0 + mc. */
             if (p->tick && tk__tick(p, ((double)k0 + (double)terms * (double)(i0 + mc) /
                                         (double)m) / (double)p->k_end))
