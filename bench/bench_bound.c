@@ -6,7 +6,7 @@
  * reference; the bound of every element) against a plain blocked f32
  * matmul on the same shape (the i-k-j loop over 64-wide k blocks that a
  * user writes first, in native.c: -O3 -march=native), timed interleaved in
- * the same run (median of 5), on one thread and on two (TK_KERNEL_THREADS
+ * the same run (median of 9), on one thread and on two (TK_KERNEL_THREADS
  * of the contract: the oracle's and the diagnosis's passes split by rows).
  * The candidate alone is one baseline.  The oracle's sums (the stored
  * data's and the original data's in float64; the magnitudes' in float32
@@ -28,7 +28,10 @@
  * to 3.8 on cache lines, 3.01 to 3.07 with the 6 x 8 tiles, whose
  * multiply-adds alone, at two a cycle with every operand in L1, take about
  * 1.6x this matmul's time there: on the AVX2 path 3.0 is near the floor of
- * float64 sums.  The issue's 3.0 is the aim, 7 a guard.  On two threads the
+ * float64 sums.  So the one-thread limit is the issue's 3.0 where the
+ * AVX-512 path runs (both kinds of machine, about 10% under it), a guard
+ * at 5 elsewhere (the Zen 3 has not run the 6 x 8 tiles; the portable
+ * path's tiles, for CPUs without AVX2, spill).  On two threads the
  * sums start beside the candidate and the checks after them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is
@@ -42,8 +45,10 @@
 #include <tilekern.h>
 
 #define D 1024
-#define REPS 5
-#define LIMIT 7.0           /* one thread: a guard */
+#define REPS 9
+/* One thread: the 3.0 on the AVX-512 path, a guard on the others. */
+#define LIMIT_AVX512 3.0
+#define LIMIT 5.0
 #define LIMIT_2 4.5         /* two threads: a guard (the aim is 3.0) */
 
 static float *x, *y, *out;
@@ -108,10 +113,11 @@ int main(void)
     double med[3];
     bench_interleaved(fns, ctx, 3, REPS, med);
     double ratio = med[1] / med[0], ratio_2 = med[2] / med[0];
+    double limit = strstr(tk_build_info(), "isa=avx512 ") ? LIMIT_AVX512 : LIMIT;
     printf("audit_matmul_bf16_1024x1024x1024_vs_f32_matmul: %.2f\n", ratio);
     printf("audit_matmul_bf16_1024x1024x1024_2_threads_vs_f32_matmul: %.2f\n", ratio_2);
-    if (ratio > LIMIT)
-        fprintf(stderr, "bench_bound: the audit is over %.1fx a plain f32 matmul\n", LIMIT);
+    if (ratio > limit)
+        fprintf(stderr, "bench_bound: the audit is over %.1fx a plain f32 matmul\n", limit);
     if (ratio_2 > LIMIT_2)
         fprintf(stderr, "bench_bound: the 2-thread audit is over %.1fx a plain f32 matmul\n",
                 LIMIT_2);
@@ -120,5 +126,5 @@ int main(void)
     free(x);
     free(y);
     free(out);
-    return ratio > LIMIT || ratio_2 > LIMIT_2;
+    return ratio > limit || ratio_2 > LIMIT_2;
 }
