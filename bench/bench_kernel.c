@@ -19,7 +19,9 @@
  * read 1.06 to 1.22 alone and 1.17 to 1.28 in a full `make bench` with
  * calls of 256; Zen 4 read 1.49 to 2.16 with calls of 256 and 1.08 to 1.58
  * with 512 (4095x4093 up to 1.44 in a full run), hence 512 on AMD, and
- * 0.83 to 1.42 with the prefetches spread.
+ * 0.83 to 1.42 with the prefetches spread: the high ones where the
+ * results' scratch fell off a cache line, as it did at 4095x4093 in every
+ * full run (1.10 to 1.36); on a line, 0.84 to 0.92.
  * The built-in body writes a
  * large output by streaming stores, which the fused loop does not: its
  * ratios can be under 1. */

@@ -701,7 +701,7 @@ static void *tk__measure_share(void *arg)
      * then streamed. */
     bool stream = (size_t)plane * es >= TK__STREAM;
     bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() != TK__ISA_PORTABLE;
-    float *buf = malloc((size_t)(n + 5) * (size_t)B * sizeof(float));
+    float *buf = tk__lines((size_t)(n + 5) * (size_t)B * sizeof(float));
     if (!buf) {
         s->rc = tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
         atomic_store_explicit(s->stop, true, memory_order_relaxed);
@@ -941,7 +941,7 @@ static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *
     int n = k->n_inputs;
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
     size_t es = (size_t)tk__esize(c->dtype);
-    float *buf = malloc((size_t)(2 * n + 2) * (size_t)B * sizeof(float));
+    float *buf = tk__lines((size_t)(2 * n + 2) * (size_t)B * sizeof(float));
     if (!buf)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];

@@ -486,7 +486,7 @@ int tk_compare_run(tk_compare *c, const tk_matrix *actual,
     int rc = tk__bytes("tk_compare_run", 2, actual->cols, sizeof(float), &bytes);
     if (rc)
         return rc;
-    float *a = malloc(bytes);
+    float *a = tk__lines(bytes);
     if (!a)
         return tk__fail(TK_ENOMEM, "tk_compare_run: out of memory for %zu bytes",
                         bytes);

@@ -384,7 +384,9 @@ static int tk__run_flat(const tk__exec *e)
          * runs of 256 two calls ahead (spread so, the same).  On an AMD
          * EPYC (Zen 4), in bench_kernel, bursts read 1.49-2.16 with runs of
          * 256 and 1.08-1.44 with 512; spread, 0.83-1.42 with 512 and up to
-         * 1.75 with 256: tk__flat_run picks the run length by vendor. */
+         * 1.75 with 256: tk__flat_run picks the run length by vendor.  (The
+         * high readings were runs whose scratch malloc put off a cache
+         * line; on one, 0.84-0.92.) */
         char *d = (char *)tk__out_at(e, 0, at);
         size_t bytes = (size_t)w * sizeof *res, off = 0;
         size_t len = (64 - ((uintptr_t)d & 63)) & 63;   /* up to d's first whole line */
@@ -574,7 +576,7 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
     int rc = tk__bytes(e->by->fn, e->n + 1, e->area, sizeof(float), &bytes);
     if (rc)
         return rc;
-    if (!(e->scratch = malloc(bytes)))
+    if (!(e->scratch = tk__lines(bytes)))
         return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of staging",
                         e->by->fn, bytes);
     return TK_OK;

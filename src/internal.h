@@ -68,20 +68,29 @@ static inline bool tk__add(int64_t a, int64_t b, int64_t *r)
 /* rows*cols*elem bytes, as size_t, or a TK_EOVERFLOW failure naming it. */
 int tk__bytes(const char *fn, int64_t rows, int64_t cols, int64_t elem, size_t *bytes);
 
+/* Scratch for the vector loops, on whole cache lines: malloc puts large
+ * blocks 16 bytes into a page and small ones where the heap allows, which
+ * split vectors over two lines by chance.  A custom body's results in the
+ * flat run read 1.3x the built-in's time at 4095x4093 where its scratch
+ * fell so, 0.9x on a line (AMD EPYC Zen 4), and the oracle's packed panels
+ * cost the AVX2 matmul audit 1.2x.  NULL when out of memory or when bytes
+ * rounded up overflow; free() frees it. */
+static inline void *tk__lines(size_t bytes)
+{
+    size_t whole = bytes / 64 * 64 + 64;
+    return whole > bytes ? aligned_alloc(64, whole) : NULL;
+}
+
 /* A buffer a handle keeps between runs (fresh pages fault on each): *buf
- * of *have bytes, replaced by a larger one when need is more.  False, with
- * *buf NULL and *have 0, when that allocation fails.  It starts a cache
- * line: malloc's large blocks start 16 bytes into a page, which split every
- * 64-byte vector of the oracle's packed panels over two lines (the matmul
- * audit took 1.2x its time on the AVX2 path).  whole: need rounded up, and
- * 0 on overflow. */
+ * of *have bytes, on cache lines (tk__lines), replaced by a larger one when
+ * need is more.  False, with *buf NULL and *have 0, when that allocation
+ * fails. */
 static inline bool tk__keep(void **buf, size_t *have, size_t need)
 {
     if (*buf && *have >= need)
         return true;
     free(*buf);
-    size_t whole = need / 64 * 64 + 64;
-    *buf = whole > need ? aligned_alloc(64, whole) : NULL;
+    *buf = tk__lines(need);
     *have = *buf ? need : 0;
     return *buf != NULL;
 }

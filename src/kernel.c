@@ -295,7 +295,7 @@ int tk__kernel_exec(const tk__runner *by, const tk_kernel *k, const tk_tiling *t
     bool cached = !atomic_flag_test_and_set_explicit(&b->work_busy, memory_order_acquire);
     if (cached)
         tk__keep(&b->work, &b->work_bytes, bytes);
-    void *work = cached ? b->work : malloc(bytes);
+    void *work = cached ? b->work : tk__lines(bytes);
     if (!work)
         rc = tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of %s", by->fn, bytes,
                       pad ? "padded copies" : "undo");
