@@ -481,7 +481,8 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
             int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
             /* An odd block's last row pads; so do a last group's rows. */
-            int64_t packed = groups ? (mc + TK__GROUP - 1) / TK__GROUP * TK__GROUP : (mc + 1) / 2 * 2;
+            int64_t packed = groups ? (mc + TK__GROUP - 1) / TK__GROUP * TK__GROUP
+                                    : (mc + 1) / 2 * 2;
             for (int b = 0; b < nb; b++)
                 for (int64_t r = 0; r < packed; r++)
                     for (int64_t k = 0; k < kc[b]; k++) {
