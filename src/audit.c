@@ -509,8 +509,8 @@ TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst
  * first, the loads overlap the computing of this block: on an Intel Xeon
  * the audit of a 4096x4096 bfloat16 case took a tenth less time.  Reaching
  * a block further keeps memory busy through the computing of two: on an
- * AMD EPYC Zen 4 it took 21.3 to 22.7 ms where it took 25.5 to 26.4 (2.35
- * to 2.59 the fused loop where it took 2.81 to 3.03, in alternating runs). */
+ * AMD EPYC Zen 4 the audit read 2.84 to 2.98 the fused loop where it read
+ * 3.12 to 3.26, in alternating runs. */
 typedef struct tk__ahead {
     const float *at[TK_KERNEL_MAX_INPUTS];
     int n;
