@@ -13,10 +13,10 @@
  * stored into a staged block first, and 2.6 to 3.0 since the oracle's cast
  * prefetches the next block (2.8 to 3.3 with the prefetch in the store, in
  * the same session's alternating runs).  On an AVX-512 AMD EPYC, Zen 4,
- * it read 3.02 to 3.25 in full `make bench` runs, and 2.84 to 2.98 where
- * 3.12 to 3.26 in alternating runs of a plain driver once the cast also
- * prefetched the block after the next into L2 (the two-thread ratio 1.68
- * to 2.05 where 2.50 to 2.61).  The AVX2 path got loops of its
+ * it read 3.02 to 3.25 in full `make bench` runs, and 2.56 to 2.64 once
+ * the cast also prefetched the block after the next into L2 (2.84 to 2.98
+ * where 3.12 to 3.26 in alternating runs of a plain driver; the two-thread
+ * ratio 1.68 to 2.05 where 2.50 to 2.61).  The AVX2 path got loops of its
  * own for the bf16 store, cast and axpy: forced with TK_ISA=avx2 on the
  * Xeon it reads 3.2 to 3.4, where its compiled loops read 3.9 to 4.6 (4.7
  * to 4.9 forced on the Zen 5; an AVX2 AMD EPYC, Zen 3, read 3.8 to 4.6

@@ -29,9 +29,12 @@
  * multiply-adds alone, at two a cycle with every operand in L1, take about
  * 1.6x this matmul's time there: on the AVX2 path 3.0 is near the floor of
  * float64 sums.  So the one-thread limit is the issue's 3.0 where the
- * AVX-512 path runs (both kinds of machine, about 10% under it), a guard
- * at 5 elsewhere (the Zen 3 has not run the 6 x 8 tiles; the portable
- * path's tiles, for CPUs without AVX2, spill).  On two threads the
+ * AVX-512 path runs: the Zen 4 reads 2.66 to 2.78 now; the Xeon read 2.57
+ * to 2.95 before the two-block passes and the scratch on cache lines (which
+ * took the Zen 4 from 3.02-3.35 down), so re-measure it; the Zen 5 has not
+ * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3 has
+ * not run the 6 x 8 tiles (it read up to 5.8 with the 2 x 8 ones), and the
+ * portable path's tiles, for CPUs without AVX2, spill (50x, forced here).  On two threads the
  * sums start beside the candidate and the checks after them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is

@@ -30,7 +30,7 @@ static int64_t tk__subs(int64_t k)
 /* Doubles of packing scratch one thread's pass needs for n columns and k
  * terms: per packed KC-term block, a panel of y (value, magnitude,
  * original) per NR columns, and one of x (the same three) per row of an MC
- * block. */
+ * block rounded up to whole groups (TK__MC_PACK). */
 int64_t tk__pack_doubles(int64_t n, int64_t k)
 {
     return tk__subs(k) *
@@ -306,7 +306,8 @@ TK__ON_AVX2 static void tk__groups_avx2(const double *xp, const double *yp, int6
                  * a sixth of this function's time, waited for). */
                 for (int64_t i = 0; i < TK__GROUP && r + TK__GROUP + i < mc; i++)
                     __builtin_prefetch(out + (TK__GROUP + i) * n, 1);
-                for (int64_t i = 0; i < TK__GROUP && r + TK__GROUP >= mc && t + 1 < tiles; i++)
+                for (int64_t i = 0; i < TK__GROUP && i < mc && r + TK__GROUP >= mc && t + 1 < tiles;
+                     i++)
                     __builtin_prefetch(plane[q] + i * n + (t + 1) * TK__NR, 1);
                 for (int b = 0; b < nb; b++) {
                     const double *x0 = xp + b * xs + tk__xat(true, kc[b], r, 0, q),
@@ -437,7 +438,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         return;
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
-    bool groups = tk__isa() == TK__ISA_AVX2;   /* x packed for tk__groups_avx2 */
+    bool groups = TK__ISA_X86 && tk__isa() == TK__ISA_AVX2;   /* x packed for tk__groups_avx2 */
     bool mag32 = p->mag32 && o;   /* the main pass */
     /* Up to KO blocks of KC terms packed at once: y's panels ys doubles
      * apart, x's xs (tk__pack_doubles counts them). */

@@ -177,6 +177,11 @@ _REDUCTIONS = """
     y = rng.standard_normal((300, 21), np.float32)
     # 13 columns: AVX-512's 4 x 16 tiles end inside the matrix.
     x13, y13 = x[:, :130], rng.standard_normal((130, 13), np.float32)
+    # 71 rows (blocks of 64 and 7; chunks of 16 and 7 on three threads),
+    # 257 terms, 40 columns: the AVX2 path's 6-row groups whole and cut,
+    # one term past two blocks of 128.
+    x71, y71 = (rng.standard_normal((71, 257), np.float32),
+                rng.standard_normal((257, 40), np.float32))
     BF16 = np.dtype(ml_dtypes.bfloat16)
     def good(x, y, out):
         out[...] = (x.astype(np.float32) @ y.astype(np.float32)).astype(out.dtype)
@@ -191,7 +196,8 @@ _REDUCTIONS = """
     h = hashlib.blake2b(digest_size=16)
     with tempfile.TemporaryDirectory() as d:
         for threads in (1, 3):
-            for contract, fn, shapes in ((tk.Kernel.matmul(), good, [[x, y], [x13, y13]]),
+            for contract, fn, shapes in ((tk.Kernel.matmul(), good,
+                                          [[x, y], [x13, y13], [x71, y71]]),
                                          (tk.Kernel.matmul(), bf16_acc, [[x, y]]),
                                          (tk.Kernel.row_sum(), row_sum, [[x]])):
                 contract.threads = threads
