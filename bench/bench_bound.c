@@ -34,8 +34,9 @@
  * took the Zen 4 from 3.02-3.35 down), so re-measure it; the Zen 5 has not
  * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3 has
  * not run the 6 x 8 tiles (it read up to 5.8 with the 2 x 8 ones), and the
- * portable path's tiles, for CPUs without AVX2, spill (50x, forced here).  On two threads the
- * sums start beside the candidate and the checks after them split by rows:
+ * portable path's tiles, for CPUs without AVX2, spill (50x, forced here).
+ * On two threads the sums start beside the candidate and the checks after
+ * them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is
  * busy), so that limit is a guard at 4.5.  (Before 0.6 the baseline was

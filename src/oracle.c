@@ -39,12 +39,12 @@ int64_t tk__pack_doubles(int64_t n, int64_t k)
 
 /* Where a packed x block of kc terms holds row r's term k of sum q (0 the
  * value, 1 its magnitude, 2 the original): by row pairs, per term the
- * three of each row (tk__tile), or with groups by groups of TK__GROUP rows,
+ * three of each row (tk__tile), or with groups by groups of TK__MR rows,
  * per sum per term the group's rows side by side (tk__tile6). */
 static inline int64_t tk__xat(bool groups, int64_t kc, int64_t r, int64_t k, int q)
 {
     if (groups)
-        return ((r / TK__GROUP * 3 + q) * kc + k) * TK__GROUP + r % TK__GROUP;
+        return ((r / TK__MR * 3 + q) * kc + k) * TK__MR + r % TK__MR;
     return ((r / 2 * kc + k) * 2 + r % 2) * 3 + q;
 }
 
@@ -246,34 +246,34 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
  * zero, as in tk__tile, and the block's sum to run: the same bits. */
 static inline __attribute__((always_inline)) void tk__tile6(const double *xp, const double *yp,
                                                             int64_t kc, int q, bool mag32,
-                                                            double run[TK__GROUP][TK__NR])
+                                                            double run[TK__MR][TK__NR])
 {
     if (mag32 && q == 1) {
-        tk__f8 m[TK__GROUP] = {{0}};
+        tk__f8 m[TK__MR] = {{0}};
         for (int64_t k = 0; k < kc; k++) {
             tk__f8 w = *(const tk__f8 *)(const void *)(yp + k * 3 * TK__NR + TK__NR);
 #pragma GCC unroll 6
-            for (int r = 0; r < TK__GROUP; r++)
-                m[r] += *(const float *)(const void *)(xp + k * TK__GROUP + r) * w;
+            for (int r = 0; r < TK__MR; r++)
+                m[r] += *(const float *)(const void *)(xp + k * TK__MR + r) * w;
         }
 #pragma GCC unroll 6
-        for (int r = 0; r < TK__GROUP; r++)
+        for (int r = 0; r < TK__MR; r++)
             for (int c = 0; c < TK__NR; c++)
                 run[r][c] += m[r][c];
         return;
     }
-    tk__d4 acc[TK__GROUP][2] = {{{0}}};
+    tk__d4 acc[TK__MR][2] = {{{0}}};
     for (int64_t k = 0; k < kc; k++) {
         const tk__d4 *v = (const tk__d4 *)(yp + k * 3 * TK__NR + q * TK__NR);
         tk__d4 v0 = v[0], v1 = v[1];
 #pragma GCC unroll 6
-        for (int r = 0; r < TK__GROUP; r++) {
-            acc[r][0] += xp[k * TK__GROUP + r] * v0;
-            acc[r][1] += xp[k * TK__GROUP + r] * v1;
+        for (int r = 0; r < TK__MR; r++) {
+            acc[r][0] += xp[k * TK__MR + r] * v0;
+            acc[r][1] += xp[k * TK__MR + r] * v1;
         }
     }
 #pragma GCC unroll 6
-    for (int r = 0; r < TK__GROUP; r++) {
+    for (int r = 0; r < TK__MR; r++) {
         *(tk__d4 *)(void *)run[r] += acc[r][0];
         *(tk__d4 *)(void *)(run[r] + 4) += acc[r][1];
     }
@@ -292,10 +292,10 @@ TK__ON_AVX2 static void tk__groups_avx2(const double *xp, const double *yp, int6
     double *const plane[3] = {s, A, o};
     for (int q = 0; q < (o ? 3 : 2); q++)
         for (int64_t t = 0; t < tiles; t++)
-            for (int64_t r = 0; r < mc; r += TK__GROUP) {
+            for (int64_t r = 0; r < mc; r += TK__MR) {
                 int64_t cols = n - t * TK__NR < TK__NR ? n - t * TK__NR : TK__NR;
-                int64_t rows = mc - r < TK__GROUP ? mc - r : TK__GROUP;
-                double run[TK__GROUP][TK__NR] = {{0}}, *out = plane[q] + r * n + t * TK__NR;
+                int64_t rows = mc - r < TK__MR ? mc - r : TK__MR;
+                double run[TK__MR][TK__NR] = {{0}}, *out = plane[q] + r * n + t * TK__NR;
                 for (int64_t i = 0; i < rows; i++)
                     if (cols == TK__NR)   /* inlined as vector moves */
                         memcpy(run[i], out + i * n, sizeof run[i]);
@@ -304,9 +304,9 @@ TK__ON_AVX2 static void tk__groups_avx2(const double *xp, const double *yp, int6
                 /* The next tile's output rows, which the walk down a
                  * column of tiles finds in memory, not in cache (they took
                  * a sixth of this function's time, waited for). */
-                for (int64_t i = 0; i < TK__GROUP && r + TK__GROUP + i < mc; i++)
-                    __builtin_prefetch(out + (TK__GROUP + i) * n, 1);
-                for (int64_t i = 0; i < TK__GROUP && i < mc && r + TK__GROUP >= mc && t + 1 < tiles;
+                for (int64_t i = 0; i < TK__MR && r + TK__MR + i < mc; i++)
+                    __builtin_prefetch(out + (TK__MR + i) * n, 1);
+                for (int64_t i = 0; i < TK__MR && i < mc && r + TK__MR >= mc && t + 1 < tiles;
                      i++)
                     __builtin_prefetch(plane[q] + i * n + (t + 1) * TK__NR, 1);
                 for (int b = 0; b < nb; b++) {
@@ -482,7 +482,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
             int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
             /* An odd block's last row pads; so do a last group's rows. */
-            int64_t packed = groups ? (mc + TK__GROUP - 1) / TK__GROUP * TK__GROUP
+            int64_t packed = groups ? (mc + TK__MR - 1) / TK__MR * TK__MR
                                     : (mc + 1) / 2 * 2;
             for (int b = 0; b < nb; b++)
                 for (int64_t r = 0; r < packed; r++)
