@@ -218,6 +218,50 @@ TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *re
     tk__e5m2_from_f16c(d + i, s + i, n - i);
 }
 
+/* f32 -> float8_e4m3fn on the AVX2 path: tk__e4m3_from's steps on eight
+ * lanes, thirty-two floats a step, picked by blend.  Every lane compared
+ * is a magnitude or a code under 2^31, so the signed compares serve (the
+ * compiled rule ran at 1.44 times a memcpy of the source on an AVX2 AMD
+ * EPYC, Zen 3). */
+TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *restrict s,
+                                           size_t n)
+{
+    const __m256i magic = _mm256_set1_epi32(141 << 23), abs = _mm256_set1_epi32(0x7FFFFFFF),
+                  nan = _mm256_set1_epi32(0x7F), sign = _mm256_set1_epi32(0x80),
+                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i r[4];
+        for (int k = 0; k < 4; k++) {
+            __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 8 * k));
+            __m256i a = _mm256_and_si256(u, abs);
+            __m256i t = _mm256_sub_epi32(a, _mm256_set1_epi32(120 << 23));
+            __m256i normal = _mm256_srli_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(0x7FFFF)),
+                                 _mm256_and_si256(_mm256_srli_epi32(t, 20),
+                                                  _mm256_set1_epi32(1))),
+                20);
+            __m256i sub = _mm256_sub_epi32(
+                _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a),
+                                                  _mm256_castsi256_ps(magic))),
+                magic);
+            __m256i v = _mm256_blendv_epi8(
+                sub, normal, _mm256_cmpgt_epi32(a, _mm256_set1_epi32((121 << 23) - 1)));
+            __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(v, _mm256_set1_epi32(0x7E)),
+                                          _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)));
+            r[k] = _mm256_or_si256(_mm256_blendv_epi8(v, nan, bad),
+                                   _mm256_and_si256(_mm256_srli_epi32(u, 24), sign));
+        }
+        /* The packs work within 128-bit halves: dword j of the bytes holds
+         * four codes of vector j % 4, its low half for j < 4. */
+        __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]),
+                                        _mm256_packs_epi32(r[2], r[3]));
+        _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm256_permutevar8x32_epi32(b, order));
+    }
+    for (; i < n; i++)
+        d[i] = tk__e4m3_from(s[i]);
+}
+
 /* f32 -> float8_e4m3fn on the AVX-512 path: tk__e4m3_from's integer and
  * float steps, sixteen lanes at a time with the picks done by mask (the
  * compiled rule ran at 1.4 times a memcpy of the source on an AVX-512
@@ -246,8 +290,7 @@ TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *re
                             _mm512_and_si512(_mm512_srli_epi32(u, 24), sign));
         _mm_storeu_si128((__m128i *)(void *)(d + i), _mm512_cvtepi32_epi8(r));
     }
-    for (; i < n; i++)
-        d[i] = tk__e4m3_from(s[i]);
+    tk__e4m3_from_avx2(d + i, s + i, n - i);
 }
 
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
@@ -390,7 +433,7 @@ static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n)
             break;
         }
 #endif
-        tk__e4m3_from_loop(dst, src, (size_t)n);
+        TK__F16C_OR(tk__e4m3_from_avx2, tk__e4m3_from_loop, dst, src, (size_t)n);
         break;
     case TK_DTYPE_F8E5M2:
 #if TK__ISA_X86
