@@ -32,9 +32,19 @@
  * AVX-512 path runs: the Zen 4 reads 2.66 to 2.78 now; the Xeon read 2.57
  * to 2.95 before the two-block passes and the scratch on cache lines (which
  * took the Zen 4 from 3.02-3.35 down), so re-measure it; the Zen 5 has not
- * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3 has
- * not run the 6 x 8 tiles (it read up to 5.8 with the 2 x 8 ones), and the
- * portable path's tiles, for CPUs without AVX2, spill (50x, forced here).
+ * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3
+ * (AVX2 only) reads 3.03 to 3.62 with the 6 x 8 tiles (up to 5.8 with the
+ * 2 x 8 ones).  There this matmul takes 80 to 85 ms, the candidate (this
+ * matmul itself) as long, the checks 21 ms, and the oracle 160 to 180 ms:
+ * its 640 million multiply-adds (two float64 sums four terms an
+ * instruction, the magnitudes eight) at the 6.4 a ns that a loop of
+ * nothing else reaches would take 100 ms; its float64 tiles reach 86% of
+ * that rate with their operands in L1, the magnitudes' 59% (six
+ * accumulators wait on their latency).  Tried there with no gain beyond
+ * the VM's noise: a share of the next panel's lines prefetched by each
+ * group of rows, and magnitude tiles two panels wide (4.8 where 3.8
+ * multiply-adds a ns in L1).  The portable path's tiles, for CPUs without
+ * AVX2, spill (50x, forced here).
  * On two threads the sums start beside the candidate and the checks after
  * them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
