@@ -33,23 +33,26 @@
  * to 2.95 before the two-block passes and the scratch on cache lines (which
  * took the Zen 4 from 3.02-3.35 down), so re-measure it; the Zen 5 has not
  * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3
- * (AVX2 only) reads 3.03 to 3.62 with the 6 x 8 tiles (up to 5.8 with the
- * 2 x 8 ones).  There this matmul takes 80 to 85 ms, the candidate (this
- * matmul itself) as long, the checks 21 ms, and the oracle 160 to 180 ms:
- * its 640 million multiply-adds (two float64 sums four terms an
- * instruction, the magnitudes eight) at the 6.4 a ns that a loop of
- * nothing else reaches would take 100 ms; its float64 tiles reach 86% of
+ * (AVX2 only) reads 3.50 to 3.62 with the 6 x 8 tiles in two `make bench`
+ * runs (3.03 in a first; up to 5.8 with the 2 x 8 ones).  There this
+ * matmul takes 80 to 85 ms, the candidate (this matmul itself) as long, the
+ * checks 21 ms, and the oracle 155 to 180 ms: its 670 million multiply-add
+ * instructions (two float64 sums four terms each, the magnitudes eight)
+ * at the 6.4 a ns that a loop of nothing else reaches would take 105 ms,
+ * so it runs at 55 to 65% of that rate; its float64 tiles reach 86% of
  * that rate with their operands in L1, the magnitudes' 59% (six
  * accumulators wait on their latency).  Tried there with no gain beyond
  * the VM's noise: a share of the next panel's lines prefetched by each
- * group of rows, and magnitude tiles two panels wide (4.8 where 3.8
- * multiply-adds a ns in L1).  The portable path's tiles, for CPUs without
+ * group of rows, a tile's padding rows zeroed rather than the whole tile,
+ * and magnitude tiles two panels wide (4.8 where 3.8 multiply-adds a ns in
+ * L1, yet slower in the oracle).  The portable path's tiles, for CPUs without
  * AVX2, spill (50x, forced here).
  * On two threads the sums start beside the candidate and the checks after
  * them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
- * Zen 4, 2.3 to 3.3 on the Zen 3 (up to 4.3 when the VM's other core is
- * busy), so that limit is a guard at 4.5.  (Before 0.6 the baseline was
+ * Zen 4, 2.3 to 3.3 on an earlier Zen 3 VM (up to 4.3 when the VM's other
+ * core was busy) and 2.17 to 2.27 on the latest, so that limit is a guard
+ * at 4.5.  (Before 0.6 the baseline was
  * compiled without -march=native, and its speed depended on where the
  * linker put it.)  Prints `name: ratio` and exits 1 when a ratio is over
  * its limit. */
