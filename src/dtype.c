@@ -389,7 +389,8 @@ TK__ON_AVX512 static void tk__e4m3_to_512(float *restrict d, const uint8_t *rest
     tk__e4m3_to_f16c(d + i, s + i, n - i);
 }
 
-/* The F16C loop on the x86 paths, else the portable one. */
+/* The x86 paths' loop (AVX2, F16C where it converts halves), else the
+ * portable one. */
 #define TK__F16C_OR(f16c, loop, ...) \
     (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
 #else
