@@ -26,7 +26,7 @@
  * gives no speedup (1.0 instead of 1.3 to 1.5): that limit is a guard at
  * 4.0.  An AVX2 AMD EPYC (Zen 3, its own AVX2 loops) read 3.02 to 3.09
  * in two full `make bench` runs (4.22 in one right after a build) and 2.9
- * to 3.3 in alternating runs of a plain driver, 2.07 to 2.66 on two
+ * to 3.5 in alternating runs of a plain driver, 2.07 to 2.66 on two
  * threads.  There the pass that stores the inputs and the oracle takes
  * about twice as long as its memory traffic alone (one loop moving the same
  * bytes, no arithmetic), as if its arithmetic and its memory did not

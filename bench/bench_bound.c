@@ -36,10 +36,10 @@
  * (AVX2 only) reads 3.50 to 3.62 with the 6 x 8 tiles in two `make bench`
  * runs (3.03 in a first; up to 5.8 with the 2 x 8 ones).  There this
  * matmul takes 80 to 85 ms, the candidate (this matmul itself) as long, the
- * checks 21 ms, and the oracle 155 to 180 ms: its 670 million multiply-add
+ * checks 21 ms, and the oracle 155 to 190 ms: its 670 million multiply-add
  * instructions (two float64 sums four terms each, the magnitudes eight)
  * at the 6.4 a ns that a loop of nothing else reaches would take 105 ms,
- * so it runs at 55 to 65% of that rate; its float64 tiles reach 86% of
+ * so it runs at 55 to 68% of that rate; its float64 tiles reach 86% of
  * that rate with their operands in L1, the magnitudes' 59% (six
  * accumulators wait on their latency).  Tried there with no gain beyond
  * the VM's noise: a share of the next panel's lines prefetched by each
