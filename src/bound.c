@@ -95,7 +95,9 @@ static inline double tk__bound_at(const tk__limits *l, double A64, double s)
     double A = A64 / l->den;
     double b = l->g * A + l->eta + l->g53 * A;
     double cast = b + (l->u_out * (fabs(s) + b) + l->eta_out);
-    return l->cast ? cast : b;
+    /* A mask, not a ternary, which gcc leaves as a branch in the loop. */
+    uint64_t m = 0 - (uint64_t)l->cast;
+    return tk__f64_value((tk__f64_bits(cast) & m) | (tk__f64_bits(b) & ~m));
 }
 
 /* One element's |c - s| / bound, as bits.  An element equal to the
@@ -140,13 +142,13 @@ TK_DISPATCH_RET(uint64_t, tk__worst_bits, (const tk__limits *l, int64_t count, c
     double b;
     for (int64_t e0 = 0; e0 < count; e0 += TK__WORST_CHUNK) {
         int64_t e1 = count - e0 < TK__WORST_CHUNK ? count : e0 + TK__WORST_CHUNK;
-        uint64_t t = 0;
+        int64_t t = 0;   /* signed: AVX2 has no unsigned 64-bit maximum */
         for (int64_t e = e0; e < e1; e++) {
-            uint64_t u = tk__ratio(l, c[e], want[e], s[e], A[e], &b);
+            int64_t u = (int64_t)tk__ratio(l, c[e], want[e], s[e], A[e], &b);
             t = u > t ? u : t;
         }
-        if (t > top || e0 == 0) {   /* a tie keeps the earlier chunk */
-            top = t;
+        if ((uint64_t)t > top || e0 == 0) {   /* a tie keeps the earlier chunk */
+            top = (uint64_t)t;
             *chunk = e0;
         }
     }
@@ -485,6 +487,29 @@ typedef struct {
     int64_t at;
 } tk__post;
 
+/* The largest parts of the gap over elements [e0, e1) and the largest
+ * original reference, one vectorized pass on the path tk__isa() picks.
+ * Magnitudes' bits order like them, signed too (AVX2 compares only those
+ * in vector lanes); a NaN's count 0. */
+TK_DISPATCH(tk__parts, (tk__post *t, int64_t e0, int64_t e1), (t, e0, e1))
+{
+    const double *o = t->o ? t->o : t->s;   /* float32 inputs: no input part */
+    int64_t in = 0, out = 0, scale = 0;
+    for (int64_t e = e0; e < e1; e++) {
+        double vi = fabs(o[e] - t->s[e]), vo = fabs((double)t->cand[e] - t->s[e]),
+               vs = fabs(t->so32[e]);
+        int64_t bi = (int64_t)(tk__f64_bits(vi) & (0 - (uint64_t)(vi == vi))),
+                bo = (int64_t)(tk__f64_bits(vo) & (0 - (uint64_t)(vo == vo))),
+                bs = (int64_t)(tk__f64_bits(vs) & (0 - (uint64_t)(vs == vs)));
+        in = bi > in ? bi : in;
+        out = bo > out ? bo : out;
+        scale = bs > scale ? bs : scale;
+    }
+    t->in_part = tk__f64_value((uint64_t)in);
+    t->out_part = tk__f64_value((uint64_t)out);
+    t->scale = tk__f64_value((uint64_t)scale);
+}
+
 static void *tk__post_run(void *arg)
 {
     tk__post *t = arg;
@@ -503,21 +528,7 @@ static void *tk__post_run(void *arg)
     t->at += e0;
     tk__cmp_rows(&t->impl, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->want + e0);
     tk__cmp_rows(&t->gap, t->r0, 0, t->r1 - t->r0, t->n, t->cand + e0, t->so32 + e0);
-    /* Magnitudes' bits order like them; a NaN's count 0. */
-    uint64_t in = 0, out = 0, scale = 0;
-    for (int64_t e = e0; e < e1; e++) {
-        double vi = t->o ? fabs(t->o[e] - t->s[e]) : 0.0,
-               vo = fabs((double)t->cand[e] - t->s[e]), vs = fabs(t->so32[e]);
-        uint64_t bi = tk__f64_bits(vi) & (0 - (uint64_t)(vi == vi)),
-                 bo = tk__f64_bits(vo) & (0 - (uint64_t)(vo == vo)),
-                 bs = tk__f64_bits(vs) & (0 - (uint64_t)(vs == vs));
-        in = bi > in ? bi : in;
-        out = bo > out ? bo : out;
-        scale = bs > scale ? bs : scale;
-    }
-    t->in_part = tk__f64_value(in);
-    t->out_part = tk__f64_value(out);
-    t->scale = tk__f64_value(scale);
+    tk__parts(t, e0, e1);
     return NULL;
 }
 

@@ -269,7 +269,7 @@ static inline void tk__cmp_ulp_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
                                                                        : UINT32_MAX;
     int64_t h0 = 0, h1 = 0, h2 = 0, bad = 0;
     uint32_t top_u = 0, top_d = 0;
-    uint64_t top_rel = 0;   /* bits of a non-negative double order like it */
+    int64_t top_rel = 0;   /* bits of a non-negative double order like it */
     /* Chunks short enough for 32-bit counts. */
     for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
         int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
@@ -283,9 +283,12 @@ static inline void tk__cmp_ulp_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
             top_u = u > top_u ? u : top_u;
             top_d = tk__f32_bits(d) > top_d ? tk__f32_bits(d) : top_d;
             /* 0 where e is 0 (no division by zero, which would raise the
-             * caller's flag): the scan below skips those elements. */
-            uint64_t rel = tk__f64_bits((double)d / (double)(ae != 0.0f ? ae : 1.0f));
-            rel &= 0 - (uint64_t)(ae != 0.0f);
+             * caller's flag): the scan below skips those elements.  Masks,
+             * not ternaries, and a signed maximum (AVX2 has no unsigned
+             * 64-bit one), keep the loop in vector lanes. */
+            float den = tk__f32_value(tk__sel(ae != 0.0f, tk__f32_bits(ae), 0x3F800000u));
+            int64_t rel = (int64_t)(tk__f64_bits((double)d / (double)den) &
+                                    (0 - (uint64_t)(ae != 0.0f)));
             top_rel = rel > top_rel ? rel : top_rel;
             nb += tk__beyond(s, d, ae) | (u > limit);
         }
@@ -306,11 +309,11 @@ static inline void tk__cmp_ulp_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
                 tk__mark(&w[TK_WHERE_MAX_ABS - 1], r, c0 + c, a[c], e[c]);
                 break;
             }
-    if (tk__f64_value(top_rel) > s->max_rel)
+    double rel_max = tk__f64_value((uint64_t)top_rel);
+    if (rel_max > s->max_rel)
         for (int64_t c = 0; c < n; c++)
-            if (e[c] != 0.0f &&
-                (double)fabsf(a[c] - e[c]) / (double)fabsf(e[c]) == tk__f64_value(top_rel)) {
-                s->max_rel = tk__f64_value(top_rel);
+            if (e[c] != 0.0f && (double)fabsf(a[c] - e[c]) / (double)fabsf(e[c]) == rel_max) {
+                s->max_rel = rel_max;
                 tk__mark(&w[TK_WHERE_MAX_REL - 1], r, c0 + c, a[c], e[c]);
                 break;
             }
