@@ -764,9 +764,11 @@ bool tk__tick(const tk__pass *p, double part);
  * with the output's three float64 planes read and written per KC terms,
  * 2.84 to 2.93 with KO = 2, no better with 4 or 8 (more packing memory). */
 enum { TK__KC = 128, TK__MC = 64, TK__NR = 8, TK__KO = 2 };
-/* The AVX2 path's tiles are TK__MR rows high, and x's packed rows a whole
- * number of such groups (oracle.c). */
-enum { TK__MR = 6, TK__MC_PACK = (TK__MC + TK__MR - 1) / TK__MR * TK__MR };
+/* The AVX2 path's tiles are TK__MR rows high, and it packs TK__MC6 rows of
+ * x, a whole number of pairs of such groups (oracle.c): with 64 rows, its
+ * last group's padding rows cost 3% more multiply-adds, and y's panels
+ * left the cache half again as often.  TK__MC_PACK: the most rows packed. */
+enum { TK__MR = 6, TK__MC6 = 96, TK__MC_PACK = TK__MC6 > TK__MC ? TK__MC6 : TK__MC };
 
 /* Doubles of packing scratch one thread's tk__oracle_sums needs for n
  * columns and k terms. */

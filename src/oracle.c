@@ -241,27 +241,13 @@ TK__ON_AVX512 static void tk__wide_pairs(const double *xp, const double *yp, int
  * term takes 12 multiply-adds and only 8 loads: the 2 x 8 tile with its
  * three sums at once has as many loads as multiply-adds, and the loads
  * bound it.  xp holds the group's 6 rows of sum q per term (tk__xat), yp
- * the panel as tk__tile reads it.  With mag32 the magnitudes are 6 vectors
- * of eight float32 (q = 1).  Each element's terms are added in k order from
- * zero, as in tk__tile, and the block's sum to run: the same bits. */
+ * the panel as tk__tile reads it.  Each element's terms are added in k
+ * order from zero, as in tk__tile, and the block's sum to run: the same
+ * bits. */
 static inline __attribute__((always_inline)) void tk__tile6(const double *xp, const double *yp,
-                                                            int64_t kc, int q, bool mag32,
-                                                            double run[TK__MR][TK__NR])
+                                                            int64_t kc, int q,
+                                                            double run[][TK__NR])
 {
-    if (mag32 && q == 1) {
-        tk__f8 m[TK__MR] = {{0}};
-        for (int64_t k = 0; k < kc; k++) {
-            tk__f8 w = *(const tk__f8 *)(const void *)(yp + k * 3 * TK__NR + TK__NR);
-#pragma GCC unroll 6
-            for (int r = 0; r < TK__MR; r++)
-                m[r] += *(const float *)(const void *)(xp + k * TK__MR + r) * w;
-        }
-#pragma GCC unroll 6
-        for (int r = 0; r < TK__MR; r++)
-            for (int c = 0; c < TK__NR; c++)
-                run[r][c] += m[r][c];
-        return;
-    }
     tk__d4 acc[TK__MR][2] = {{{0}}};
     for (int64_t k = 0; k < kc; k++) {
         const tk__d4 *v = (const tk__d4 *)(yp + k * 3 * TK__NR + q * TK__NR);
@@ -279,50 +265,85 @@ static inline __attribute__((always_inline)) void tk__tile6(const double *xp, co
     }
 }
 
+/* The AVX2 path's float32 magnitudes (mag32): g groups of 6 rows (x's
+ * second xg doubles after the first) by NR columns, each row's eight sums
+ * in one register.  Two groups give the 12 independent chains that keep
+ * both multiply-add units busy through their latency; one group's 6 ran
+ * at 59% of that rate.  The same order of terms as tk__tile: the same
+ * bits. */
+static inline __attribute__((always_inline)) void tk__tile_mag(const double *xp, int64_t xg,
+                                                               const double *yp, int64_t kc,
+                                                               int g,
+                                                               double run[][TK__NR])
+{
+    tk__f8 m[2 * TK__MR] = {{0}};
+    for (int64_t k = 0; k < kc; k++) {
+        tk__f8 w = *(const tk__f8 *)(const void *)(yp + k * 3 * TK__NR + TK__NR);
+#pragma GCC unroll 12
+        for (int r = 0; r < g * TK__MR; r++)
+            m[r] += *(const float *)(const void *)(xp + r / TK__MR * xg + k * TK__MR +
+                                                   r % TK__MR) * w;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < g * TK__MR; r++)
+        for (int c = 0; c < TK__NR; c++)
+            run[r][c] += m[r][c];
+}
+
 /* On the AVX2 path, every row of one packed x block (mc rows, packed in
  * groups of 6; the last group's rows past mc are zeros, summed and never
  * stored) against every y panel, one sum at a time, over the nb packed
- * blocks, added into s, A and o as tk__wide_pairs does.  A sum's panel
- * stays in cache while the groups' rows of that sum stream past it. */
+ * blocks, added into s, A and o as tk__wide_pairs does (first: the first
+ * blocks of terms, which write them).  A column of tiles keeps its sums in
+ * run, in cache, while one block's panel of y stays in cache and the
+ * groups' rows of x stream past it; with both blocks' panels and a group's
+ * rows at once, they filled most ways of the cache's sets. */
 TK__ON_AVX2 static void tk__groups_avx2(const double *xp, const double *yp, int64_t xs,
                                         int64_t ys, const int64_t *kc, int nb, int64_t mc,
                                         int64_t tiles, int64_t n, double *s, double *A,
-                                        double *o, bool mag32)
+                                        double *o, bool mag32, bool first)
 {
     double *const plane[3] = {s, A, o};
-    for (int q = 0; q < (o ? 3 : 2); q++)
-        for (int64_t t = 0; t < tiles; t++)
-            for (int64_t r = 0; r < mc; r += TK__MR) {
-                int64_t cols = n - t * TK__NR < TK__NR ? n - t * TK__NR : TK__NR;
-                int64_t rows = mc - r < TK__MR ? mc - r : TK__MR;
-                double run[TK__MR][TK__NR] = {{0}}, *out = plane[q] + r * n + t * TK__NR;
-                for (int64_t i = 0; i < rows; i++)
-                    if (cols == TK__NR)   /* inlined as vector moves */
-                        memcpy(run[i], out + i * n, sizeof run[i]);
+    double run[TK__MC6][TK__NR];
+    for (int q = 0; q < (o ? 3 : 2); q++) {
+        /* Two groups at a time for the float32 magnitudes. */
+        int64_t step = mag32 && q == 1 ? 2 * TK__MR : TK__MR;
+        for (int64_t t = 0; t < tiles; t++) {
+            int64_t cols = n - t * TK__NR < TK__NR ? n - t * TK__NR : TK__NR;
+            double *out = plane[q] + t * TK__NR;
+            /* The last group's padding rows too: summed, never stored. */
+            for (int64_t i = 0; i < (mc + TK__MR - 1) / TK__MR * TK__MR; i++)
+                if (first || i >= mc)
+                    memset(run[i], 0, sizeof run[i]);
+                else if (cols == TK__NR)   /* inlined as vector moves */
+                    memcpy(run[i], out + i * n, sizeof run[i]);
+                else
+                    memcpy(run[i], out + i * n, (size_t)cols * sizeof(double));
+            for (int b = 0; b < nb; b++) {
+                const double *y0 = yp + b * ys + t * kc[b] * 3 * TK__NR;
+                int64_t xg = 3 * kc[b] * TK__MR;   /* from one group's rows to the next's */
+                for (int64_t r = 0; r < mc; r += step) {
+                    const double *x0 = xp + b * xs + tk__xat(true, kc[b], r, 0, q);
+                    /* The next column's output rows, which the walk down
+                     * a column finds in memory, not in cache. */
+                    for (int64_t i = r; !first && b == 0 && i < r + step && i < mc &&
+                                        t + 1 < tiles; i++)
+                        __builtin_prefetch(out + i * n + TK__NR, 1);
+                    if (step == TK__MR)
+                        tk__tile6(x0, y0, kc[b], q, run + r);
+                    else if (mc - r > TK__MR)
+                        tk__tile_mag(x0, xg, y0, kc[b], 2, run + r);
                     else
-                        memcpy(run[i], out + i * n, (size_t)cols * sizeof(double));
-                /* The next tile's output rows, which the walk down a
-                 * column of tiles finds in memory, not in cache (they took
-                 * a sixth of this function's time, waited for). */
-                for (int64_t i = 0; i < TK__MR && r + TK__MR + i < mc; i++)
-                    __builtin_prefetch(out + (TK__MR + i) * n, 1);
-                for (int64_t i = 0; i < TK__MR && i < mc && r + TK__MR >= mc && t + 1 < tiles;
-                     i++)
-                    __builtin_prefetch(plane[q] + i * n + (t + 1) * TK__NR, 1);
-                for (int b = 0; b < nb; b++) {
-                    const double *x0 = xp + b * xs + tk__xat(true, kc[b], r, 0, q),
-                                 *y0 = yp + b * ys + t * kc[b] * 3 * TK__NR;
-                    if (mag32)   /* a copy of the tile per kind of pass */
-                        tk__tile6(x0, y0, kc[b], q, true, run);
-                    else
-                        tk__tile6(x0, y0, kc[b], q, false, run);
+                        tk__tile_mag(x0, xg, y0, kc[b], 1, run + r);
                 }
-                for (int64_t i = 0; i < rows; i++)
-                    if (cols == TK__NR)
-                        memcpy(out + i * n, run[i], sizeof run[i]);
-                    else
-                        memcpy(out + i * n, run[i], (size_t)cols * sizeof(double));
             }
+            for (int64_t i = 0; i < mc; i++)
+                if (cols == TK__NR)
+                    memcpy(out + i * n, run[i], sizeof run[i]);
+                else
+                    memcpy(out + i * n, run[i], (size_t)cols * sizeof(double));
+        }
+    }
 }
 
 /* The wide tiles of the AVX-512 path over an x block: the panels they
@@ -348,10 +369,10 @@ static int64_t tk__wide(const double *xp, const double *yp, int64_t xs, int64_t 
 
 static void tk__groups_avx2(const double *xp, const double *yp, int64_t xs, int64_t ys,
                             const int64_t *kc, int nb, int64_t mc, int64_t tiles, int64_t n,
-                            double *s, double *A, double *o, bool mag32)
+                            double *s, double *A, double *o, bool mag32, bool first)
 {
     (void)xp, (void)yp, (void)xs, (void)ys, (void)kc, (void)nb, (void)mc, (void)tiles,
-        (void)n, (void)s, (void)A, (void)o, (void)mag32;
+        (void)n, (void)s, (void)A, (void)o, (void)mag32, (void)first;
 }
 #endif
 
@@ -407,10 +428,15 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                        double *pack), (p, round, s, A, o, pack))
 {
     int64_t n = p->n, m = p->m;
-    memset(s, 0, (size_t)(m * n) * sizeof *s);
-    memset(A, 0, (size_t)(m * n) * sizeof *A);
-    if (o)
-        memset(o, 0, (size_t)(m * n) * sizeof *o);
+    /* x packed for tk__groups_avx2, whose first blocks of terms write the
+     * sums: no zeros before. */
+    bool groups = TK__ISA_X86 && tk__isa() == TK__ISA_AVX2 && p->y && !round && p->k_end > 0;
+    if (!groups) {
+        memset(s, 0, (size_t)(m * n) * sizeof *s);
+        memset(A, 0, (size_t)(m * n) * sizeof *A);
+        if (o)
+            memset(o, 0, (size_t)(m * n) * sizeof *o);
+    }
     if (!p->y) {   /* a row sum: one column */
         for (int64_t i = 0; i < m; i++)
             for (int64_t k = 0; k < p->k_end; k++) {
@@ -438,8 +464,8 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
         return;
     }
     int64_t tiles = (n + TK__NR - 1) / TK__NR;
-    bool groups = TK__ISA_X86 && tk__isa() == TK__ISA_AVX2;   /* x packed for tk__groups_avx2 */
     bool mag32 = p->mag32 && o;   /* the main pass */
+    int64_t mcb = groups ? TK__MC6 : TK__MC;   /* x's rows packed at once */
     /* Up to KO blocks of KC terms packed at once: y's panels ys doubles
      * apart, x's xs (tk__pack_doubles counts them). */
     int64_t ys = TK__KC * tiles * TK__NR * 3, xs = TK__MC_PACK * TK__KC * 3, subs = tk__subs(p->k);
@@ -479,8 +505,8 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                         d[2 * TK__NR + c] = j < n && oyk ? oyk[j] : 0.0;
                     }
                 }
-        for (int64_t i0 = 0; i0 < m; i0 += TK__MC) {
-            int64_t mc = m - i0 < TK__MC ? m - i0 : TK__MC;
+        for (int64_t i0 = 0; i0 < m; i0 += mcb) {
+            int64_t mc = m - i0 < mcb ? m - i0 : mcb;
             /* An odd block's last row pads; so do a last group's rows. */
             int64_t packed = groups ? (mc + TK__MR - 1) / TK__MR * TK__MR
                                     : (mc + 1) / 2 * 2;
@@ -500,7 +526,7 @@ TK_DISPATCH(tk__sums, (const tk__pass *p, bool round, double *s, double *A, doub
                     }
             if (groups)
                 tk__groups_avx2(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n, A + i0 * n,
-                                o ? o + i0 * n : NULL, mag32);
+                                o ? o + i0 * n : NULL, mag32, k0 == 0);
             else
                 tk__pairs(xp, yp, xs, ys, kc, nb, mc, tiles, n, s + i0 * n, A + i0 * n,
                           o ? o + i0 * n : NULL, mag32);
