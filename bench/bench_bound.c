@@ -33,25 +33,34 @@
  * to 2.95 before the two-block passes and the scratch on cache lines (which
  * took the Zen 4 from 3.02-3.35 down), so re-measure it; the Zen 5 has not
  * run since the float32 magnitudes.  Elsewhere a guard at 5: the Zen 3
- * (AVX2 only) reads 3.50 to 3.62 with the 6 x 8 tiles in two `make bench`
- * runs (3.03 in a first; up to 5.8 with the 2 x 8 ones).  There this
- * matmul takes 80 to 85 ms, the candidate (this matmul itself) as long, the
- * checks 21 ms, and the oracle 155 to 190 ms: its 670 million multiply-add
- * instructions (two float64 sums four terms each, the magnitudes eight)
- * at the 6.4 a ns that a loop of nothing else reaches would take 105 ms,
- * so it runs at 55 to 68% of that rate; its float64 tiles reach 86% of
- * that rate with their operands in L1, the magnitudes' 59% (six
- * accumulators wait on their latency).  Tried there with no gain beyond
- * the VM's noise: a share of the next panel's lines prefetched by each
- * group of rows, a tile's padding rows zeroed rather than the whole tile,
- * and magnitude tiles two panels wide (4.8 where 3.8 multiply-adds a ns in
- * L1, yet slower in the oracle).  The portable path's tiles, for CPUs without
+ * (AVX2 only) read 3.50 to 3.62 with the 6 x 8 tiles in two `make bench`
+ * runs, when this matmul took 80 to 85 ms, the candidate (this matmul
+ * itself) as long, the checks 21 ms and the oracle 155 to 190 ms.  The
+ * checks' three passes were scalar there (unsigned 64-bit maxima, which
+ * AVX2 lacks, and ternaries) and take 7 ms vectorized; the oracle takes
+ * 140 to 165 ms in alternating runs of it alone, where it took 165 to 190,
+ * since a column of tiles keeps its sums in cache past one block's panel
+ * of y, the first block of terms writes the sums (no zeroed planes), x is
+ * packed 96 rows at a time, the float32 magnitudes of two groups of rows
+ * are summed at once, and y's panels lie in a plane per sum.  `make
+ * bench` read 3.00 to 3.01 before the planes per sum, two runs of this
+ * bench 2.78 to 2.79 (2 threads: 1.57) after them.  Its float64
+ * tiles reach 96% of the multiply-add peak (6.4 a ns) in L1 and about 87%
+ * of that in the oracle; the rest is packing (7 ms) and the output's
+ * traffic.  Tried there with no gain beyond the VM's noise: a share of
+ * the next panel's lines prefetched by each group of rows, a tile's
+ * padding rows zeroed rather than the whole tile, 4 blocks of terms
+ * packed at once (slower), 48, 144 or 192 rows of x a block (no better,
+ * worse), x broadcast when packed (slower in L1), and magnitude tiles two
+ * panels wide (4.8 where 3.8 multiply-adds a ns in L1, yet slower in the
+ * oracle).  The portable path's tiles, for CPUs without
  * AVX2, spill (50x, forced here).
  * On two threads the sums start beside the candidate and the checks after
  * them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
  * Zen 4, 2.3 to 3.3 on an earlier Zen 3 VM (up to 4.3 when the VM's other
- * core was busy) and 2.17 to 2.27 on the latest, so that limit is a guard
+ * core was busy) and 2.17 to 2.27 on the latest (1.57 after the changes
+ * above), so that limit is a guard
  * at 4.5.  (Before 0.6 the baseline was
  * compiled without -march=native, and its speed depended on where the
  * linker put it.)  Prints `name: ratio` and exits 1 when a ratio is over
