@@ -343,15 +343,17 @@ static void tk__represent(const tk_audit *a, const tk__case *c, tk_matrix **in)
 }
 
 /* Run the candidate into out pre-filled with NaN (all bits set, a NaN in
- * both dtypes), so elements it never writes show up as mismatches; the
- * floating-point environment it leaves goes to *left, and the one it began
- * with stays for the passes after it. */
+ * every float dtype), so elements it never writes show up as mismatches;
+ * `filled`: out holds those bits already.  The floating-point environment
+ * it leaves goes to *left, and the one it began with stays for the passes
+ * after it. */
 static int tk__run_candidate(const char *fn, const tk_audit *a, int64_t index,
-                             tk_matrix **in, tk_matrix *out, fenv_t *left)
+                             tk_matrix **in, tk_matrix *out, bool filled, fenv_t *left)
 {
     const tk__case *c = &a->cases[index];
-    memset(out->data, 0xFF,
-           (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype));
+    if (!filled)
+        memset(out->data, 0xFF,
+               (size_t)(c->rows * c->cols) * (size_t)tk__esize(c->dtype));
     fenv_t start;
     fegetenv(&start);
     int rc = a->fn(a->user, (const tk_matrix *const *)in, out);
@@ -683,6 +685,7 @@ typedef struct {
     tk_matrix *const *in;
     void *oracle;
     const tk_matrix *out;
+    void *fill;            /* the candidate's output, to fill as it runs */
     int64_t first, last;
     tk__cmp impl, gap;
     int32_t part[3];       /* bits of the |x| maxima */
@@ -752,6 +755,13 @@ static void *tk__measure_share(void *arg)
                        &ahead);
         if (staged && !now)
             tk__stream_copy(oracle, staged, (size_t)b.ne * es);
+        if (s->fill) {
+            char *f = (char *)s->fill + (size_t)b.off * es;
+            if (stream)
+                tk__stream_fill(f, 0xFF, (size_t)b.ne * es);
+            else
+                memset(f, 0xFF, (size_t)b.ne * es);
+        }
         if (s->out)
             tk__row_to_f32(d, tk__span_data(s->out, &b), cand, b.ne);
         tk__cmp_rows(&s->impl, b.r0, b.c0, b.nr, b.nc, cand, o);
@@ -779,7 +789,8 @@ static void *tk__measure_share(void *arg)
  * consecutive spans; their states fold together in order, to the state of
  * one pass. */
 static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
-                       void *oracle, const tk_matrix *out, tk__case_result *res)
+                       void *oracle, const tk_matrix *out, void *fill,
+                       tk__case_result *res)
 {
     int64_t spans = 0;
     for (tk__span b = {0}; tk__next_span(c, &b);)
@@ -793,7 +804,7 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
     int d = c->dtype;
     atomic_bool stop = false;
     for (int64_t i = 0; i < n; i++) {
-        sh[i] = (tk__share){.a = a, .c = c, .in = in, .oracle = oracle, .out = out,
+        sh[i] = (tk__share){.a = a, .c = c, .in = in, .oracle = oracle, .out = out, .fill = fill,
                             .first = spans * i / n, .last = spans * (i + 1) / n,
                             .stop = &stop};
         tk__cmp_init(&sh[i].impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
@@ -1006,12 +1017,12 @@ static int tk__audit_case(tk_audit *a, int64_t index, tk__case_result *res)
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */
     if (!(rc = tk__progress_report(a, index, "oracle", 0.0)) &&
-        !(rc = tk__measure(a, c, m, oracle, NULL, res)) &&
+        !(rc = tk__measure(a, c, m, oracle, NULL, m[n]->data, res)) &&
         !(rc = tk__progress_report(a, index, "candidate", 0.0)) &&
-        (ran = !(rc = tk__run_candidate("tk_audit_run", a, index, m, m[n], &left))) &&
+        (ran = !(rc = tk__run_candidate("tk_audit_run", a, index, m, m[n], true, &left))) &&
         memcmp(m[n]->data, oracle, plane) &&
         !(rc = tk__progress_report(a, index, "measure", 0.0)) &&
-        !(rc = tk__measure(a, c, m, oracle, m[n], res)) && res->impl.mismatches &&
+        !(rc = tk__measure(a, c, m, oracle, m[n], NULL, res)) && res->impl.mismatches &&
         !(rc = tk__progress_report(a, index, "diagnosis", 0.0)))
         rc = tk__diagnose(a, c, m, m[n], &res->diagnosis);
     tk__destroy_all(m, n + 1);
@@ -1255,8 +1266,8 @@ static int tk__check_permutation(tk_audit *a, int64_t case_index, const int64_t 
     fenv_t left;   /* both runs start under the caller's environment */
     bool ran = false;
     const char *fn = "tk_audit_check_permutation";
-    if (!(rc = tk__run_candidate(fn, a, case_index, m, out, &left)) &&
-        (ran = !(rc = tk__run_candidate(fn, a, case_index, pin, pout, &left)))) {
+    if (!(rc = tk__run_candidate(fn, a, case_index, m, out, false, &left)) &&
+        (ran = !(rc = tk__run_candidate(fn, a, case_index, pin, pout, false, &left)))) {
         for (int64_t r = 0; r < c->rows; r++) {
             const char *got = tk__row(pout, r), *want = tk__row(out, order[r]);
             if (!memcmp(got, want, row_bytes))

@@ -51,6 +51,26 @@ void tk__stream_copy(void *dst, const void *src, size_t bytes)
 #endif
 }
 
+/* memset by the same whole-line streaming stores. */
+void tk__stream_fill(void *dst, int byte, size_t bytes)
+{
+#if defined(__SSE2__)
+    unsigned char *d = dst;
+    size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+    if (head > bytes)
+        head = bytes;
+    memset(d, byte, head);
+    d += head, bytes -= head;
+    __m128i v = _mm_set1_epi8((char)byte);
+    for (; bytes >= 64; bytes -= 64, d += 64)
+        for (int i = 0; i < 64; i += 16)
+            _mm_stream_si128((__m128i *)(void *)(d + i), v);
+    memset(d, byte, bytes);
+#else
+    memset(dst, byte, bytes);
+#endif
+}
+
 void tk__stream_fence(void)
 {
 #if defined(__SSE2__)

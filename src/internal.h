@@ -325,11 +325,11 @@ static inline bool tk__dtype_holds(int wide, int narrow)
 /* f32 -> dtype -> f32: what storing x in a float dtype keeps of it. */
 float tk__round_to(int dtype, float x);
 
-/* Row conversion between a float dtype and f32. */
 /* memcpy that writes whole 64-byte lines by streaming stores on x86, for
  * copies that should not evict the working set; tk__stream_fence makes
  * them visible before anything else reads the destination. */
 void tk__stream_copy(void *dst, const void *src, size_t bytes);
+void tk__stream_fill(void *dst, int byte, size_t bytes);
 /* Output bytes from which outputs are written with streaming stores,
  * bypassing the cache: a quarter of the development machine's L3, so the
  * output would mostly be out of cache when the run ends anyway. */
@@ -343,6 +343,7 @@ void tk__stream_fence(void);
  * only to bring them into cache ahead of a pass that needs them. */
 void tk__read_ahead(const unsigned char *const *p, int n, size_t bytes);
 
+/* Row conversion between a float dtype and f32. */
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
 

@@ -341,6 +341,65 @@ Test(audit_seed, threads_give_the_same_report, .timeout = 60)
     }
 }
 
+/* A candidate that writes only the top `rows` rows of its output, from the
+ * host kernel's result. */
+struct partial_ctx {
+    tk_kernel *k;
+    int64_t rows;
+};
+
+static int partial(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    const struct partial_ctx *p = user;
+    tk_matrix *full;
+    int rc = tk_matrix_create(&full, tk_matrix_dtype(out), tk_matrix_rows(out),
+                              tk_matrix_cols(out));
+    if (!rc && !(rc = host(p->k, in, full)))
+        memcpy(tk_matrix_data(out), tk_matrix_data(full),
+               (size_t)(p->rows * tk_matrix_row_stride(out)) * sizeof(uint16_t));
+    tk_matrix_destroy(full);
+    return rc;
+}
+
+/* A case large enough that the audit fills the candidate's output by
+ * streaming stores, on one thread and on two: audited again on the same
+ * handle (whose buffers still hold the first run's correct output), a
+ * candidate that writes nothing, then one that writes the top half, shows
+ * every unwritten element as a mismatch. */
+Test(audit_seed, unwritten_elements_of_a_large_case_mismatch_on_every_run, .timeout = 60)
+{
+    enum { ROWS = 2048, COLS = 2048 };   /* an 8 MiB bfloat16 output */
+    float *x = malloc(sizeof(float) * ROWS * COLS), *y = malloc(sizeof(float) * ROWS * COLS);
+    cr_assert(x && y);
+    for (int i = 0; i < ROWS * COLS; i++) {
+        x[i] = (float)(i % 41) * 0.1f - 2.0f;
+        y[i] = (float)(i % 29) * 0.07f;
+    }
+    const float *orig[2] = {x, y};
+    for (int threads = 1; threads <= 2; threads++) {
+        tk_kernel *k = axpy(2.0f);
+        tk_audit *a;
+        cr_assert_eq(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, ROWS, COLS, orig), TK_OK);
+        const int64_t written[3] = {ROWS, 0, ROWS / 2};
+        for (int run = 0; run < 3; run++) {
+            struct partial_ctx p = {k, written[run]};
+            cr_assert_eq(tk_audit_set_candidate(a, partial, &p), TK_OK);
+            int rc = tk_audit_run(a);
+            int64_t unwritten = (ROWS - written[run]) * COLS;
+            cr_assert_eq(rc, unwritten ? TK_EMISMATCH : TK_OK, "run %d: %s", run,
+                         tk_last_error_message());
+            cr_assert_eq(res(a, 0, TK_AUDIT_IMPL_MISMATCHES), (double)unwritten,
+                         "run %d on %d threads", run, threads);
+        }
+        tk_audit_destroy(a);
+        tk_kernel_destroy(k);
+    }
+    free(x);
+    free(y);
+}
+
 /* A candidate that leaves the rounding mode changed changes nothing in the
  * report: the next case, its oracle and its candidate, and the measuring
  * after each candidate run under the mode the run began with; the mode the
