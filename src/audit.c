@@ -519,14 +519,27 @@ typedef struct tk__ahead {
     int64_t len, far;   /* elements of each for L1, and after those for L2 */
 } tk__ahead;
 
-static inline void tk__prefetch_ahead(const tk__ahead *a, int64_t j)
+/* The `lines` lines (16 elements each) of every input from element j;
+ * where all are in range, without a test per line (a constant `lines`
+ * unrolls: the tests cost the AVX2 cast a fifth of its instructions). */
+static inline void tk__prefetch_ahead(const tk__ahead *a, int64_t j, int lines)
 {
-    if (j < a->len)
+    if (j + 16 * lines <= a->len && j + 16 * lines <= a->far) {
         for (int i = 0; i < a->n; i++)
-            __builtin_prefetch(a->at[i] + j);
-    if (j < a->far)
-        for (int i = 0; i < a->n; i++)
-            __builtin_prefetch(a->at[i] + TK__BLOCK_ELEMS + j, 0, 2);
+            for (int l = 0; l < lines; l++) {
+                __builtin_prefetch(a->at[i] + j + 16 * l);
+                __builtin_prefetch(a->at[i] + TK__BLOCK_ELEMS + j + 16 * l, 0, 2);
+            }
+        return;
+    }
+    for (int l = 0; l < lines; l++, j += 16) {
+        if (j < a->len)
+            for (int i = 0; i < a->n; i++)
+                __builtin_prefetch(a->at[i] + j);
+        if (j < a->far)
+            for (int i = 0; i < a->n; i++)
+                __builtin_prefetch(a->at[i] + TK__BLOCK_ELEMS + j, 0, 2);
+    }
 }
 
 /* max(m, |v|) on bit patterns, which order like the values they stand for
@@ -561,7 +574,7 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
             scale = _mm512_set1_epi32(part[2]);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        tk__prefetch_ahead(ahead, j);
+        tk__prefetch_ahead(ahead, j, 1);
         __m512 v = _mm512_loadu_ps(t + j), e = _mm512_loadu_ps(ref + j);
         __m512i r = tk__bf16_round_512(v);
         __m512 oj = _mm512_castsi512_ps(r);
@@ -577,12 +590,12 @@ TK__ON_AVX512 static int64_t tk__cast_parts_bf16_512(const float *restrict t,
     return j;
 }
 
-/* tk__max_abs_bits on eight lanes, and the largest of them. */
-TK__ON_AVX2 static inline __m256i tk__max_abs_256(__m256i m, __m256 v)
+/* max(m, bits of |v|) on eight lanes, a NaN's bits included; and the
+ * largest of eight lanes. */
+TK__ON_AVX2 static inline __m256i tk__max_bits_256(__m256i m, __m256 v)
 {
-    __m256i u = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
-    __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x7F800000));
-    return _mm256_max_epi32(m, _mm256_andnot_si256(nan, u));
+    return _mm256_max_epi32(
+        m, _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF)));
 }
 
 TK__ON_AVX2 static inline int32_t tk__max_lanes_256(__m256i m)
@@ -592,7 +605,11 @@ TK__ON_AVX2 static inline int32_t tk__max_lanes_256(__m256i m)
     return _mm_cvtsi128_si32(_mm_max_epi32(h, _mm_shuffle_epi32(h, 0xB1)));
 }
 
-/* The same pass on the AVX2 path. */
+/* The same pass on the AVX2 path, with two shortcuts: prefetches four
+ * lines at a time, and maxima that let a NaN's bits win (those are above
+ * any number's), the block measured again by tk__max_abs_bits when one
+ * did.  NaNs are rare, and keeping them out took a fifth of the loop's
+ * instructions. */
 TK__ON_AVX2 static int64_t tk__cast_parts_bf16_256(const float *restrict t,
                                                   const float *restrict ref,
                                                   uint16_t *restrict d, float *restrict o,
@@ -603,22 +620,30 @@ TK__ON_AVX2 static int64_t tk__cast_parts_bf16_256(const float *restrict t,
             scale = _mm256_set1_epi32(part[2]);
     int64_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        tk__prefetch_ahead(ahead, j);
+        if (j % 64 == 0)
+            tk__prefetch_ahead(ahead, j, 4);
         __m256i r[2];
         for (int h = 0; h < 2; h++) {
             __m256 v = _mm256_loadu_ps(t + j + 8 * h), e = _mm256_loadu_ps(ref + j + 8 * h);
             r[h] = tk__bf16_round_256(v);
             __m256 oj = _mm256_castsi256_ps(r[h]);
             _mm256_storeu_ps(o + j + 8 * h, oj);
-            in_part = tk__max_abs_256(in_part, _mm256_sub_ps(v, e));
-            out_part = tk__max_abs_256(out_part, _mm256_sub_ps(oj, v));
-            scale = tk__max_abs_256(scale, e);
+            in_part = tk__max_bits_256(in_part, _mm256_sub_ps(v, e));
+            out_part = tk__max_bits_256(out_part, _mm256_sub_ps(oj, v));
+            scale = tk__max_bits_256(scale, e);
         }
         tk__bf16_put_256(d + j, r[0], r[1], stream);
     }
-    part[0] = tk__max_lanes_256(in_part);
-    part[1] = tk__max_lanes_256(out_part);
-    part[2] = tk__max_lanes_256(scale);
+    int32_t top[3] = {tk__max_lanes_256(in_part), tk__max_lanes_256(out_part),
+                      tk__max_lanes_256(scale)};
+    if (top[0] > 0x7F800000 || top[1] > 0x7F800000 || top[2] > 0x7F800000)
+        for (int64_t k = 0; k < j; k++) {
+            part[0] = tk__max_abs_bits(part[0], t[k] - ref[k]);
+            part[1] = tk__max_abs_bits(part[1], o[k] - t[k]);
+            part[2] = tk__max_abs_bits(part[2], ref[k]);
+        }
+    else
+        memcpy(part, top, sizeof top);
     return j;
 }
 #endif
@@ -643,7 +668,7 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
      * before it had its own loop). */
     if (!done)
         for (int64_t j = 0; j < ahead->len; j += 16)
-            tk__prefetch_ahead(ahead, j);
+            tk__prefetch_ahead(ahead, j, 1);
     int32_t in_part = part[0], out_part = part[1], scale = part[2];
     if (dtype == TK_DTYPE_F32) {
         memcpy(dst, t, (size_t)n * sizeof *t);
