@@ -505,6 +505,116 @@ Test(audit_seed, large_planes_hold_the_same_values)
     free(y);
 }
 
+/* The built-in axpy written as a custom body: f32(f32(a * x) + y), and
+ * where an operand is NaN, the last NaN of y, x, a, quieted. */
+static int axpy_as_custom(void *user, int64_t rows, int64_t cols, int64_t ld,
+                          const float *const *in, float *out)
+{
+    const float a = *(const float *)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            float x = in[0][r * ld + c], y = in[1][r * ld + c], v = a * x + y;
+            const float ops[3] = {y, x, a};
+            for (int i = 0; i < 3; i++)
+                if (isnan(ops[i]))
+                    v = tkt_float(tkt_bits(ops[i]) | 0x00400000u);
+            out[r * ld + c] = v;
+        }
+    return 0;
+}
+
+/* Counts the audits' "measure" steps, which follow a candidate whose
+ * output differs from the oracle's stored elements. */
+static int count_measures(void *user, int64_t case_index, const char *step, double fraction)
+{
+    (void)case_index, (void)fraction;
+    *(int *)user += strcmp(step, "measure") == 0;
+    return 0;
+}
+
+/* The built-in axpy's audit has a path of its own for bfloat16 on AVX2 (one
+ * loop for the stored inputs, both references and the cast), which hands a
+ * block holding a NaN to the general path: its metrics, positions and
+ * stored inputs are those of the same contract as a custom body, on shapes
+ * small, streamed (8 MiB planes), with tails and with rows that start off
+ * a line, where some blocks hold NaNs, infinities, overflow, subnormals and
+ * rounding ties and others the largest values. */
+Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeout = 60)
+{
+    static const int64_t shapes[4][2] = {{64, 1024}, {2048, 2048}, {17, 257}, {3, 1000}};
+    static const uint32_t special[] = {0x7FC00001, 0xFF812345, 0x7F800000, 0xFF800000,
+                                       0x7F7FFFFF, 0x00012345, 0x80000001, 0x3F808000,
+                                       0x3F818000, 0x477FF000};
+    for (int s = 0; s < 4; s++) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+        cr_assert(x && y);
+        tkt_fill(x, (size_t)n, 81 + (uint64_t)s);
+        tkt_fill(y, (size_t)n, 91 + (uint64_t)s);
+        /* Specials in the first blocks, and a NaN in the last.  Large values
+         * mid-plane, in a block without a NaN (on 17x257, blocks of three
+         * rows: the last element of the second, in the loop's scalar
+         * tail), hold the largest parts of the gap; on the streamed shape,
+         * larger ones beside the last NaN hold them.  Odd shapes have no infinity nor overflow among the
+         * specials, so that the largest |reference| is finite. */
+        bool finite = s % 2, beside_nan = s == 1;
+        for (int i = 0; i < 10; i++)
+            if (!finite || (special[i] & 0x7FFFFFFFu) < 0x7F000000u ||
+                (special[i] & 0x7FFFFFFFu) > 0x7F800000u)
+                x[(i * 37) % (cols < 500 ? n : 500)] = tkt_float(special[i]);
+        int64_t mid = s == 2 ? 2 * 3 * 257 - 1 : n / 2;
+        x[mid] = 1.7777e28f;
+        y[mid] = 1e30f;
+        y[n - 2] = tkt_float(0x7FC00002);
+        if (beside_nan) {
+            x[n - 1] = -1.2345e33f;
+            y[n - 1] = 1e35f;
+        }
+        int64_t at = beside_nan ? n - 1 : mid;
+        float largest = finite ? fabsf(2.0f * x[at] + y[at]) : INFINITY;
+        const float *orig[2] = {x, y};
+        float alpha = 2.0f;
+        tk_kernel *k[2];
+        cr_assert_eq(tk_kernel_axpy(&k[0], alpha), TK_OK);
+        cr_assert_eq(tk_kernel_custom(&k[1], 2, axpy_as_custom, &alpha), TK_OK);
+        static char text[2][1 << 16];
+        double m[2][TK_AUDIT_GAP_MISMATCHES - TK_AUDIT_IMPL_MAX_ABS + 1];
+        for (int i = 0; i < 2; i++) {
+            struct checked_ctx cx = {k[0], {x, y}, 0};
+            tk_audit *a;
+            cr_assert_eq(tk_audit_create(&a, k[i]), TK_OK);
+            int measures = 0;
+            cr_assert_eq(tk_audit_set_candidate(a, checked_host, &cx), TK_OK);
+            cr_assert_eq(tk_audit_set_progress(a, count_measures, &measures), TK_OK);
+            cr_assert_eq(tk_audit_add_case(a, TK_DTYPE_BF16, rows, cols, orig), TK_OK);
+            cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
+            cr_assert_eq(cx.bad_rows, 0, "%lldx%lld: stored inputs differ", (long long)rows,
+                         (long long)cols);
+            cr_assert_eq(measures, 0, "%lldx%lld: the oracle's stored elements differ from "
+                         "the host kernel's", (long long)rows, (long long)cols);
+            for (int j = TK_AUDIT_IMPL_MAX_ABS; j <= TK_AUDIT_GAP_MISMATCHES; j++)
+                m[i][j - TK_AUDIT_IMPL_MAX_ABS] = res(a, 0, j);
+            tkt_report_json(a, text[i], sizeof text[i]);
+            tk_audit_destroy(a);
+        }
+        expect_bits_eq(m[0][TK_AUDIT_SCALE - TK_AUDIT_IMPL_MAX_ABS], largest, "scale");
+        for (int j = TK_AUDIT_IMPL_MAX_ABS; j <= TK_AUDIT_GAP_MISMATCHES; j++) {
+            char what[64];
+            snprintf(what, sizeof what, "%lldx%lld metric %d", (long long)rows,
+                     (long long)cols, j);
+            expect_bits_eq(m[0][j - TK_AUDIT_IMPL_MAX_ABS], m[1][j - TK_AUDIT_IMPL_MAX_ABS],
+                           what);
+        }
+        const char *cases[2] = {strstr(text[0], "\"cases\""), strstr(text[1], "\"cases\"")};
+        cr_assert(cases[0] && cases[1]);
+        cr_assert_str_eq(cases[0], cases[1]);
+        tk_kernel_destroy(k[0]);
+        tk_kernel_destroy(k[1]);
+        free(x);
+        free(y);
+    }
+}
+
 /* The host kernel, then every +0 in the output turned into -0: equal in
  * value, different in bits, so the audit measures the candidate itself. */
 static int host_negative_zeros(void *user, const tk_matrix *const *in, tk_matrix *out)
