@@ -711,20 +711,20 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
 /* ---- the built-in axpy's first pass in one loop -------------------------
  * For the built-in axpy of the default arithmetic in bfloat16 on the AVX2
  * path, the stores of the inputs, both bodies and the cast run as one loop
- * per block, on registers, instead of four over buffers.  On an AMD EPYC
- * Zen 3, where the pass was bound by its instructions, the pass took 1.02 ns an
- * element in cache where it took 1.32, and the audit of a 4096x4096 case
- * read 2.64 to 2.90 the fused loop where it read 3.10 to 3.32, in
- * alternating runs.  Its stores are ordinary ones, also on planes that the
- * general path writes by streaming stores: streaming the three planes at
- * once made this loop slower there (22 ms a pass against 17 in a
- * prototype).  Each element is computed as the general path computes it,
- * with the same instructions under the caller's floating-point
- * environment: the bodies are f32(f32(a * x) + y), and the NaN rule
- * (tk__axpy_nan) changes only NaN results.  A NaN anywhere (an input, a
- * result, a difference) shows in the maxima, taken with NaNs' bits
- * included, and the block is then redone the general way, which also
- * rounds NaNs by the rule this loop leaves out. */
+ * per block, on registers, instead of five over buffers.  On an AMD EPYC
+ * Zen 3, where the pass was bound by its instructions, the pass took 1.02
+ * ns an element in cache where it took 1.32, and the audit of a 4096x4096
+ * case read 2.64 to 2.90 the plain f32 axpy loop where it read 3.10 to
+ * 3.32, in alternating runs.  Its stores are ordinary ones, also on planes
+ * that the general path writes by streaming stores: streaming the three
+ * planes at once made this loop slower there (22 ms a pass against 17 in a
+ * prototype).  Each element goes through the general path's separately
+ * rounded operations, under the caller's floating-point environment: the
+ * bodies are f32(f32(a * x) + y), and the NaN rule (tk__axpy_nan) changes
+ * only NaN results.  A NaN anywhere (an input, a result, a difference)
+ * shows in the maxima, taken with NaNs' bits included, and the block is
+ * then redone the general way, which also rounds NaNs by the rule this
+ * loop leaves out. */
 #if TK__ISA_X86
 /* TK__BF16_ROUND's codes on eight lanes that are not NaN, in the low
  * halves (no mask: the f32 values are the codes shifted back). */
@@ -794,7 +794,8 @@ TK__ON_AVX2 static bool tk__first_pass_axpy_256(float alpha, const float *restri
     uint32_t top[3] = {tk__max_lanes_u_256(in_part) >> 1, tk__max_lanes_u_256(out_part) >> 1,
                        tk__max_lanes_u_256(scale) >> 1};
     for (; j < n; j++) {
-        uint32_t wx = tk__bf16_round(tk__f32_bits(x[j])), wy = tk__bf16_round(tk__f32_bits(y[j]));
+        uint32_t wx = tk__bf16_round(tk__f32_bits(x[j]));
+        uint32_t wy = tk__bf16_round(tk__f32_bits(y[j]));
         float t = alpha * tk__f32_value(wx) + tk__f32_value(wy), e = alpha * x[j] + y[j];
         uint32_t wo = tk__bf16_round(tk__f32_bits(t));
         sx[j] = (uint16_t)(wx >> 16);
@@ -865,8 +866,8 @@ static void *tk__measure_share(void *arg)
      * bf16 loops stream as they store where a span's destination starts a
      * half line (the staged copy cost that pass 6 to 10% on an Intel Xeon);
      * the portable path and other spans store into a block staged in cache,
-     * then streamed.  The built-in axpy's loop on the AVX2 path stores
-     * without (see tk__first_pass_axpy_256). */
+     * then streamed.  The built-in axpy's one loop on the AVX2 path uses
+     * ordinary stores, on these planes too (see tk__first_pass_axpy_256). */
     bool stream = (size_t)plane * es >= TK__STREAM;
     bool direct = stream && d == TK_DTYPE_BF16 && tk__isa() != TK__ISA_PORTABLE;
     float *buf = tk__lines((size_t)(n + 5) * (size_t)B * sizeof(float));

@@ -121,10 +121,13 @@ def test_every_path_equals_portable_on_all_2_32_inputs(isa, digests):
 
 
 # In each path's process: elementwise axpy audits (float32, bfloat16 and
-# float16) of data with rounding ties, NaNs of both signs with payloads,
-# infinities and subnormals, in a small case and one whose planes pass
-# 8 MiB (stored by streaming stores); the stored inputs the candidate gets
-# and the JSON reports, as one digest.
+# float16; alpha 3, whose products round) of data with rounding ties, NaNs
+# of both signs with payloads, infinities and subnormals in its first
+# quarter, ties, zeros, subnormals and the largest finite values without a
+# NaN in its third (blocks that the AVX2 path's one-loop first pass takes
+# whole, where the gap's largest parts then lie), in a small case
+# and one whose planes pass 8 MiB (stored by streaming stores); the stored
+# inputs the candidate gets and the JSON reports, as one digest.
 _ELEMENTWISE = """
     import hashlib, os, tempfile
     import numpy as np
@@ -133,23 +136,28 @@ _ELEMENTWISE = """
     special = np.array([0x3F808000, 0x3F818000, 0xBF808000, 0x7FC00001, 0xFF812345,
                         0x7F800000, 0xFF800000, 0x00012345, 0x80000001, 0x7F7FFFFF,
                         0x477FF000, 0x387FC000], np.uint32).view(np.float32)
-    def data(shape):
+    number = np.array([0x3F808000, 0xBF818000, 0x00012345, 0x80000001, 0x80000000,
+                       0x00000000, 0x477FF000, 0x387FC000, 0x5F123456],
+                      np.uint32).view(np.float32)
+    def data(shape, k=0):
         x = rng.standard_normal(shape).astype(np.float32)
-        x.flat[::97] = np.resize(special, x.flat[::97].shape)
+        q = x.size // 4
+        x.flat[:q:97] = np.resize(special, x.flat[:q:97].shape)
+        x.flat[2 * q + k:3 * q:89] = np.resize(number, x.flat[2 * q + k:3 * q:89].shape)
         return x
     h = hashlib.blake2b(digest_size=16)
     def candidate(x, y, out):
         h.update(x.tobytes())
         h.update(y.tobytes())
         with np.errstate(all="ignore"):
-            out[...] = (np.float32(2) * x.astype(np.float32)
+            out[...] = (np.float32(3) * x.astype(np.float32)
                         + y.astype(np.float32)).astype(out.dtype)
     with tempfile.TemporaryDirectory() as d:
         for dtype, shape in (("float32", (1024, 2100)), ("bfloat16", (2048, 2100)),
                              ("float16", (2048, 2100))):
-            a = tk.Audit(tk.Kernel.axpy(2.0), candidate)
-            a.add_case(dtype, [data((37, 300)), data((37, 300))])
-            a.add_case(dtype, [data(shape), data(shape)])
+            a = tk.Audit(tk.Kernel.axpy(3.0), candidate)
+            a.add_case(dtype, [data((37, 300)), data((37, 300), 7)])
+            a.add_case(dtype, [data(shape), data(shape, 7)])
             a.run()
             path = os.path.join(d, "e.json")
             a.write_report(path)
