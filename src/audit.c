@@ -410,15 +410,20 @@ TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool s
         _mm256_storeu_si256((__m256i *)(void *)d, h);
 }
 
+/* u + 0x7FFF + its bit 16 on eight lanes: TK__BF16_ROUND before the low
+ * half goes. */
+TK__ON_AVX2 static inline __m256i tk__bf16_biased_256(__m256i u)
+{
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+}
+
 /* The same two on eight lanes of the AVX2 path; a put takes two vectors,
  * a half line of codes. */
 TK__ON_AVX2 static inline __m256i tk__bf16_round_256(__m256 v)
 {
     __m256i u = _mm256_castps_si256(v);
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(
-                                                          _mm256_set1_epi32(0x7FFF), odd)),
-                                 _mm256_set1_epi32((int)0xFFFF0000u));
+    __m256i r = _mm256_and_si256(tk__bf16_biased_256(u), _mm256_set1_epi32((int)0xFFFF0000u));
     __m256i nan = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
                                   _mm256_set1_epi32(0x7FC00000));
     return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
@@ -730,10 +735,7 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
  * halves (no mask: the f32 values are the codes shifted back). */
 TK__ON_AVX2 static inline __m256i tk__bf16_codes_256(__m256 v)
 {
-    __m256i u = _mm256_castps_si256(v);
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd);
-    return _mm256_srli_epi32(_mm256_add_epi32(u, bias), 16);
+    return _mm256_srli_epi32(tk__bf16_biased_256(_mm256_castps_si256(v)), 16);
 }
 
 /* max(m, twice the bits of |v|) on eight lanes, unsigned, a NaN's included:
@@ -744,6 +746,7 @@ TK__ON_AVX2 static inline __m256i tk__max_twice_256(__m256i m, __m256 v)
     return _mm256_max_epu32(m, _mm256_slli_epi32(_mm256_castps_si256(v), 1));
 }
 
+/* tk__max_lanes_256, unsigned. */
 TK__ON_AVX2 static inline uint32_t tk__max_lanes_u_256(__m256i m)
 {
     __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
