@@ -1,6 +1,7 @@
 /* device.c - tk_device: the host CPU, simulated TPU profiles, external targets. */
 #include "internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,13 +75,24 @@ static int64_t tk__profile_find(const char *name)
     return -1;
 }
 
+/* A system file that cannot be opened leaves its figure unknown, unless
+ * memory ran out: that fails the call rather than describe the host less
+ * than it could. */
+static int tk__sys_open(FILE **f, const char *path)
+{
+    if ((*f = fopen(path, "r")) || errno != ENOMEM)
+        return TK_OK;
+    return tk__fail(TK_ENOMEM, "tk_device_host: out of memory to read %s", path);
+}
+
 /* The CPU's marketing name from /proc/cpuinfo, where there is one. */
-static void tk__cpu_name(char *buf, size_t size)
+static int tk__cpu_name(char *buf, size_t size)
 {
     snprintf(buf, size, "host cpu");
-    FILE *f = fopen("/proc/cpuinfo", "r");
+    FILE *f;
+    int rc = tk__sys_open(&f, "/proc/cpuinfo");
     if (!f)
-        return;
+        return rc;
     char line[512];
     while (fgets(line, sizeof line, f)) {
         char *colon = strchr(line, ':');
@@ -93,34 +105,37 @@ static void tk__cpu_name(char *buf, size_t size)
         break;
     }
     fclose(f);
+    return TK_OK;
 }
 
 /* Size of the level-2 cache in bytes from sysfs ("1024K"), or 0. */
-static int64_t tk__l2_bytes(void)
+static int tk__l2_bytes(int64_t *bytes)
 {
+    *bytes = 0;
     for (int i = 0; i < 8; i++) {
         char path[96], text[32];
         int level = 0;
         long long size = 0;
         char unit = 0;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
+        FILE *f;
+        int rc = tk__sys_open(&f, path);
         if (!f)
-            return 0;
+            return rc;
         bool ok = fscanf(f, "%d", &level) == 1;
         fclose(f);
         if (!ok || level != 2)
             continue;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if (!(f = fopen(path, "r")))
-            return 0;
+        if ((rc = tk__sys_open(&f, path)) || !f)
+            return rc;
         ok = fgets(text, sizeof text, f) && sscanf(text, "%lld%c", &size, &unit) >= 1;
         fclose(f);
-        if (!ok || size <= 0 || size > INT64_C(1) << 40)
-            return 0;
-        return unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : size;
+        if (ok && size > 0 && size <= INT64_C(1) << 40)
+            *bytes = unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : size;
+        return TK_OK;
     }
-    return 0;
+    return TK_OK;
 }
 
 int tk_device_host(tk_device **out)
@@ -129,14 +144,14 @@ int tk_device_host(tk_device **out)
         return tk__fail(TK_EINVAL, "tk_device_host: out is NULL");
     *out = NULL;
     char name[256];
-    tk__cpu_name(name, sizeof name);
+    int64_t l2;
     tk_device *d;
-    int rc = tk__device_new(&d, "tk_device_host", false, "cpu", name);
-    if (rc)
+    int rc = tk__cpu_name(name, sizeof name);
+    if (rc || (rc = tk__l2_bytes(&l2)) ||
+        (rc = tk__device_new(&d, "tk_device_host", false, "cpu", name)))
         return rc;
     /* The host executor takes any block, so its layout tile is 1x1; the L2
      * cache stands in for on-chip memory.  Other figures are unknown. */
-    int64_t l2 = tk__l2_bytes();
     const int onchip[] = {TK_DEVICE_ONCHIP_BYTES, TK_DEVICE_ONCHIP_LIMIT_BYTES};
     for (int i = 0; i < 2 && l2 > 0; i++) {
         d->f[onchip[i] - TK_DEVICE_ONCHIP_BYTES] = l2;

@@ -122,7 +122,8 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
         int err = errno;
         close(fd);
         tk__out_abort(o);
-        return tk__fail(TK_EIO, "%s: cannot write \"%s\": %s", fn, path, strerror(err));
+        return tk__fail(err == ENOMEM ? TK_ENOMEM : TK_EIO, "%s: cannot write \"%s\": %s",
+                        fn, path, strerror(err));
     }
     return TK_OK;
 }

@@ -383,8 +383,11 @@ int tk_matrix_load_npy(tk_matrix **out, const char *path)
     if (!path)
         return tk__fail(TK_EINVAL, "tk_matrix_load_npy: path is NULL");
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return tk__fail(TK_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) {
+        int err = errno;
+        return tk__fail(err == ENOMEM ? TK_ENOMEM : TK_EIO, "%s: cannot open: %s", path,
+                        strerror(err));
+    }
     unsigned char pre[TK__NPY_PREAMBLE];
     int rc = tk__npy_read(f, pre, sizeof pre, path, "magic and version");
     if (!rc && memcmp(pre, TK__NPY_MAGIC, 6) != 0)
