@@ -602,7 +602,8 @@ Test(alloc, runs_leave_outputs_untouched)
 
 /* Candidates that allocate nothing, so that every failure is the library's:
  * an elementwise axpy that truncates to bfloat16 (its f32 cases come out
- * right), and a bf16 matmul into f32 that leaves out the K tail. */
+ * right), and a bf16 matmul into f32 that leaves out the K tail, or with a
+ * non-NULL user accumulates in bfloat16. */
 enum { TKA_MAX_ELEMS = 256 * 520 };
 static float tka_x[TKA_MAX_ELEMS], tka_y[TKA_MAX_ELEMS];
 
@@ -625,18 +626,21 @@ static int tka_truncating_axpy(void *user, const tk_matrix *const *in, tk_matrix
     return 0;
 }
 
-static int tka_matmul_without_tail(void *user, const tk_matrix *const *in, tk_matrix *out)
+static int tka_matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
-    (void)user;
+    bool bf16_accum = user != NULL;
     int64_t m = tk_matrix_rows(in[0]), k = tk_matrix_cols(in[0]), n = tk_matrix_cols(out);
-    int64_t ld = tk_matrix_row_stride(out), end = k - k % 128;
+    int64_t ld = tk_matrix_row_stride(out), end = bf16_accum ? k : k - k % 128;
     if (tk_matrix_to_f32(in[0], tka_x, k) || tk_matrix_to_f32(in[1], tka_y, n))
         return 1;
     for (int64_t r = 0; r < m; r++)
         for (int64_t c = 0; c < n; c++) {
             float s = 0.0f;
-            for (int64_t j = 0; j < end; j++)
+            for (int64_t j = 0; j < end; j++) {
                 s += tka_x[r * k + j] * tka_y[j * n + c];
+                if (bf16_accum)
+                    s = tk_bf16_to_f32(tk_bf16_from_f32(s));
+            }
             ((float *)tk_matrix_data(out))[r * ld + c] = s;
         }
     return 0;
@@ -646,7 +650,8 @@ enum { TKA_METRICS = TK_AUDIT_OUT_DTYPE - TK_AUDIT_IMPL_MAX_ABS + 1, TKA_CASES =
 
 struct audit_ctx {
     const char *name;
-    bool reduction;
+    bool reduction, bf16_accum;
+    int diagnosis;   /* of the first case */
     int64_t threads;
     tk_kernel *k;
     tk_audit *a;
@@ -675,8 +680,9 @@ static void audit_setup(void *ctx)
     if (x->reduction) {
         cr_assert_eq(tk_kernel_matmul(&x->k), TK_OK);
         cr_assert_eq(tk_audit_create(&x->a, x->k), TK_OK);
-        cr_assert_eq(tk_audit_set_candidate(x->a, tka_matmul_without_tail, NULL), TK_OK);
-        cr_assert_eq(tk_audit_add_reduction_case(x->a, TK_DTYPE_BF16, TK_DTYPE_F32, 20, 300,
+        cr_assert_eq(tk_audit_set_candidate(x->a, tka_matmul, x->bf16_accum ? x : NULL),
+                     TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(x->a, TK_DTYPE_BF16, TK_DTYPE_F32, 40, 300,
                                                  24, o1), TK_OK);
         cr_assert_eq(tk_audit_add_reduction_case(x->a, TK_DTYPE_BF16, TK_DTYPE_F32, 9, 520,
                                                  256, o2), TK_OK);
@@ -708,8 +714,8 @@ static void audit_check(void *ctx, int rc)
     cr_assert(!memcmp(now, x->before, sizeof now), "%s: the results changed", x->name);
     double diagnosis;
     cr_assert_eq(tk_audit_result(x->a, 0, TK_AUDIT_DIAGNOSIS, &diagnosis), TK_OK);
-    cr_assert_eq(diagnosis, x->reduction ? TK_SCHEDULE_K_TAIL : TK_SCHEDULE_TRUNCATE,
-                 "%s: diagnosed %s", x->name, tk_audit_schedule_name((int)diagnosis));
+    cr_assert_eq(diagnosis, x->diagnosis, "%s: diagnosed %s", x->name,
+                 tk_audit_schedule_name((int)diagnosis));
 }
 
 static void audit_teardown(void *ctx)
@@ -723,10 +729,16 @@ static void audit_teardown(void *ctx)
 Test(alloc, audits_keep_their_results)
 {
     static const struct audit_ctx audits[] = {
-        {.name = "tk_audit_run, elementwise", .threads = 1},
-        {.name = "tk_audit_run, elementwise, 2 threads", .threads = 2},
-        {.name = "tk_audit_run, matmul", .reduction = true, .threads = 1},
-        {.name = "tk_audit_run, matmul, 2 threads", .reduction = true, .threads = 2},
+        {.name = "tk_audit_run, elementwise", .threads = 1,
+         .diagnosis = TK_SCHEDULE_TRUNCATE},
+        {.name = "tk_audit_run, elementwise, 2 threads", .threads = 2,
+         .diagnosis = TK_SCHEDULE_TRUNCATE},
+        {.name = "tk_audit_run, matmul", .reduction = true, .threads = 1,
+         .diagnosis = TK_SCHEDULE_K_TAIL},
+        {.name = "tk_audit_run, matmul, 2 threads", .reduction = true, .threads = 2,
+         .diagnosis = TK_SCHEDULE_K_TAIL},
+        {.name = "tk_audit_run, matmul accumulating in bf16", .reduction = true,
+         .bf16_accum = true, .threads = 2, .diagnosis = TK_SCHEDULE_BF16_ACCUM},
     };
     for (size_t i = 0; i < sizeof audits / sizeof *audits; i++) {
         struct audit_ctx x = audits[i];
@@ -1004,4 +1016,170 @@ Test(alloc, benchmarks_fail_whole)
     tka_scenario s = {"tk_bench_run", bench_setup, bench_op, bench_check, bench_teardown,
                       TK_OK};
     tka_sweep(&s, &x);
+}
+
+/* ---- the other calls that allocate -------------------------------------------- */
+
+/* One rig for the rest: each op reads and writes only its own part of it,
+ * and check compares that part with what it was or should be. */
+struct misc_ctx {
+    int op;
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_device *sim, *host;
+    tk_matrix *m, *padded, *dst, *in[2];
+    tk_call *kc;
+    tk_audit *a;
+    tk_pipeline *p;
+    tk_bench *b;
+    int64_t changed;
+    int calls, index;
+    double median, before[TKA_CASES][TKA_METRICS];
+    float *orig;
+    void *dst_before;
+};
+
+enum { MISC_PAD, MISC_WRAP, MISC_CHECK_PADDING, MISC_PERMUTATION, MISC_RACE, MISC_BOUNDARY,
+       MISC_BENCH_ADD, MISC_BENCH_RESULT, MISC_OPS };
+
+static const struct {
+    const char *name;
+    int ok;
+} misc_ops[MISC_OPS] = {
+    {"tk_pad", TK_OK},
+    {"tk_matrix_wrap", TK_OK},
+    {"tk_call_check_padding", TK_OK},
+    {"tk_audit_check_permutation", TK_OK},
+    {"tk_pipeline_run with a hazard", TK_ERACE},
+    {"tk_bench_set_boundary", TK_OK},
+    {"tk_bench_add", 1},        /* the entry's index */
+    {"tk_bench_result", TK_OK},
+};
+
+static void misc_setup(void *ctx)
+{
+    struct misc_ctx *x = ctx;
+    cr_assert_eq(tk_kernel_axpy(&x->k, 3.0f), TK_OK);
+    cr_assert_eq(tk_tiling_create(&x->t, 33, 300, 8, 128), TK_OK);
+    cr_assert_eq(tk_device_simulated(&x->sim, "TPU v5 lite"), TK_OK);
+    cr_assert_eq(tk_device_host(&x->host), TK_OK);
+    x->m = x->in[0] = tka_matrix(TK_DTYPE_F32, 33, 300, 21);
+    x->in[1] = tka_matrix(TK_DTYPE_F32, 33, 300, 22);
+    x->dst = tka_matrix(TK_DTYPE_F32, 33, 300, 23);
+    x->dst_before = tka_copy(x->dst);
+    cr_assert_eq(tk_pad(x->t, x->m, &x->padded), TK_OK);
+    cr_assert_eq(tk_call_create_kernel(&x->kc, x->k, x->t, TK_DTYPE_F32), TK_OK);
+    x->orig = malloc(2 * 33 * 300 * sizeof *x->orig);
+    cr_assert_not_null(x->orig);
+    tkt_fill(x->orig, 2 * 33 * 300, 24);
+    const float *o[2] = {x->orig, x->orig + 33 * 300};
+    cr_assert_eq(tk_audit_create(&x->a, x->k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(x->a, tka_truncating_axpy, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_case(x->a, TK_DTYPE_BF16, 33, 300, o), TK_OK);
+    cr_assert_eq(tk_audit_add_case(x->a, TK_DTYPE_F32, 33, 300, o), TK_OK);
+    tkt_expect_status(tk_audit_run(x->a), TK_EMISMATCH);
+    audit_results(x->a, x->before);
+    cr_assert_eq(tk_pipeline_create(&x->p, x->k, x->t, x->sim), TK_OK);
+    cr_assert_eq(tk_pipeline_set(x->p, TK_PIPE_FAULT, TK_FAULT_PREFETCH_OVERRUN), TK_OK);
+    cr_assert_eq(tk_bench_create(&x->b, x->host), TK_OK);
+    cr_assert_eq(tk_bench_set_boundary(x->b, "a probe: one increment"), TK_OK);
+    cr_assert_eq(tk_bench_set(x->b, TK_BENCH_REPEATS, 5), TK_OK);
+    cr_assert_eq(tk_bench_add(x->b, "probe", x->host, NULL, tka_probe, tka_probe, &x->calls),
+                 0);
+    cr_assert_eq(tk_bench_run(x->b), TK_OK);
+    x->changed = -7;
+    x->median = -7.0;
+}
+
+static int misc_op(void *ctx)
+{
+    struct misc_ctx *x = ctx;
+    const tk_matrix *const *in = (const tk_matrix *const *)x->in;
+    static const int64_t order[33] = {32, 0, 31, 1, 30, 2, 29, 3, 28, 4, 27, 5, 26, 6, 25, 7,
+                                      24, 8, 23, 9, 22, 10, 21, 11, 20, 12, 19, 13, 18, 14,
+                                      17, 15, 16};
+    switch (x->op) {
+    case MISC_PAD:
+        tk_matrix_destroy(x->padded);
+        x->padded = (tk_matrix *)(void *)&tka_junk;
+        return tk_pad(x->t, x->m, &x->padded);
+    case MISC_WRAP:
+        tk_matrix_destroy(x->padded);
+        x->padded = (tk_matrix *)(void *)&tka_junk;
+        return tk_matrix_wrap(&x->padded, TK_DTYPE_F32, 33, 300, 300, tk_matrix_data(x->dst));
+    case MISC_CHECK_PADDING: return tk_call_check_padding(x->kc, 2, in, &x->changed);
+    case MISC_PERMUTATION: return tk_audit_check_permutation(x->a, 0, order);
+    case MISC_RACE: return tk_pipeline_run(x->p, in, x->dst);
+    case MISC_BOUNDARY: return tk_bench_set_boundary(x->b, "another boundary");
+    case MISC_BENCH_ADD:
+        return tk_bench_add(x->b, "probe 2", x->host, NULL, tka_probe, tka_probe, &x->calls);
+    default: return tk_bench_result(x->b, 0, TK_BENCH_MEDIAN_MS, &x->median);
+    }
+}
+
+static void misc_check(void *ctx, int rc)
+{
+    struct misc_ctx *x = ctx;
+    const char *name = misc_ops[x->op].name;
+    double now[TKA_CASES][TKA_METRICS];
+    bool failed = rc != misc_ops[x->op].ok;
+    switch (x->op) {
+    case MISC_PAD:
+    case MISC_WRAP:
+        cr_assert(failed ? !x->padded : x->padded && x->padded != (void *)&tka_junk,
+                  "%s: %s and *out = %p", name, tk_status_name(rc), (void *)x->padded);
+        break;
+    case MISC_CHECK_PADDING:
+        cr_assert(failed ? x->changed == -7 : x->changed == 0, "%s: %s and changed = %lld",
+                  name, tk_status_name(rc), (long long)x->changed);
+        break;
+    case MISC_PERMUTATION:
+        audit_results(x->a, now);
+        cr_assert(!memcmp(now, x->before, sizeof now), "%s: the results changed", name);
+        break;
+    case MISC_RACE:
+        tka_expect_bytes(name, x->dst, x->dst_before);
+        break;
+    case MISC_BOUNDARY:   /* the boundary is not read back: the status and no leak */
+        break;
+    case MISC_BENCH_ADD:
+        cr_assert_eq(tk_bench_add(x->b, "probe 3", x->host, NULL, tka_probe, tka_probe,
+                                  &x->calls),
+                     failed ? 1 : 2, "%s: %s, then the next entry's index", name,
+                     tk_status_name(rc));
+        break;
+    default:
+        cr_assert(failed ? x->median == -7.0 : x->median >= 0.0, "%s: %s and the median %g",
+                  name, tk_status_name(rc), x->median);
+    }
+}
+
+static void misc_teardown(void *ctx)
+{
+    struct misc_ctx *x = ctx;
+    tk_bench_destroy(x->b);
+    tk_pipeline_destroy(x->p);
+    tk_audit_destroy(x->a);
+    tk_call_destroy(x->kc);
+    if (x->padded != (void *)&tka_junk)
+        tk_matrix_destroy(x->padded);
+    for (int i = 0; i < 2; i++)
+        tk_matrix_destroy(x->in[i]);
+    tk_matrix_destroy(x->dst);
+    tk_device_destroy(x->sim);
+    tk_device_destroy(x->host);
+    tk_tiling_destroy(x->t);
+    tk_kernel_destroy(x->k);
+    free(x->orig);
+    free(x->dst_before);
+}
+
+Test(alloc, the_other_calls_fail_cleanly)
+{
+    for (int op = 0; op < MISC_OPS; op++) {
+        struct misc_ctx x = {.op = op};
+        tka_scenario s = {misc_ops[op].name, misc_setup, misc_op, misc_check, misc_teardown,
+                          misc_ops[op].ok};
+        tka_sweep(&s, &x);
+    }
 }
