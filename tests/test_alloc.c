@@ -1,14 +1,14 @@
 /* test_alloc.c - every allocation the library makes, failed one at a time.
  *
  * This program replaces malloc and its kin (glibc lets a program do that)
- * with wrappers that can fail the k-th allocation of one call.  Each
- * scenario runs its call for k = 0, 1, 2, ... until a run meets no
- * failure; after each injected failure the call must have returned
- * TK_ENOMEM with a message, set *out to NULL, left the caller's buffers,
- * files and earlier results as they were, and, once its handles are
- * destroyed, hold no allocation the library made.  A call that recovers
- * from a failure (a thread it could not start, say) must give the bits of
- * a run without one.
+ * with wrappers that can fail the k-th allocation of one call, alone or
+ * with every one after it.  Each scenario runs its call for k = 0, 1, 2,
+ * ... until a run meets no failure, both ways.  After each injected
+ * failure the call must have returned TK_ENOMEM with a message, set *out
+ * to NULL, left the caller's buffers, files and earlier results as they
+ * were, and, once its handles are destroyed, hold no allocation the
+ * library made.  A call that recovers from a failure (a thread it could
+ * not start, say) must give the bits of a run without one.
  *
  * Failures go to allocations that the library makes itself, on any thread,
  * and to those the C library makes for it on the calling thread (a FILE,
@@ -35,7 +35,9 @@ void *__libc_memalign(size_t, size_t);
 void __libc_free(void *);
 
 static uintptr_t tka_lo, tka_hi;     /* the library's code */
-static atomic_long tka_left = -1;    /* allocations before the failing one; -1: off */
+static atomic_bool tka_armed;
+static atomic_long tka_left;         /* allocations before the (first) failing one */
+static bool tka_persist;             /* the ones after it fail too */
 static atomic_bool tka_failed;       /* the armed call met its failure */
 static _Thread_local bool tka_caller; /* this thread made the armed call */
 
@@ -50,12 +52,13 @@ static bool tka_from_library(void *ret)
     return (uintptr_t)ret >= tka_lo && (uintptr_t)ret < tka_hi;
 }
 
-/* Whether this allocation is the one to fail. */
+/* Whether this allocation is to fail. */
 static bool tka_fail(void *ret)
 {
-    if (atomic_load(&tka_left) < 0 || !(tka_caller || tka_from_library(ret)))
+    if (!atomic_load(&tka_armed) || !(tka_caller || tka_from_library(ret)))
         return false;
-    if (atomic_fetch_sub(&tka_left, 1) != 0)
+    long left = atomic_fetch_sub(&tka_left, 1);
+    if (left != 0 && !(tka_persist && left < 0))
         return false;
     atomic_store(&tka_failed, true);
     return true;
@@ -158,17 +161,19 @@ static void tka_init(void)
     cr_assert(tka_hi > tka_lo, "libtilekern's code not found among the loaded objects");
 }
 
-static void tka_arm(long k)
+static void tka_arm(long k, bool persist)
 {
     atomic_store(&tka_failed, false);
     tka_caller = true;
+    tka_persist = persist;
     atomic_store(&tka_left, k);
+    atomic_store(&tka_armed, true);
 }
 
 /* Whether the armed call met its failure. */
 static bool tka_disarm(void)
 {
-    atomic_store(&tka_left, -1);
+    atomic_store(&tka_armed, false);
     tka_caller = false;
     return atomic_load(&tka_failed);
 }
@@ -208,42 +213,49 @@ typedef struct tka_scenario {
 } tka_scenario;
 
 /* A failed op's status and message. */
-static void tka_expect_enomem(const char *name, long k, int rc)
+static void tka_expect_enomem(const char *name, const char *how, long k, int rc)
 {
-    cr_assert_eq(rc, TK_ENOMEM, "%s, allocation %ld failing: %s (%s), expected TK_ENOMEM",
-                 name, k, tk_status_name(rc), tk_last_error_message());
+    cr_assert_eq(rc, TK_ENOMEM, "%s, %s %ld failing: %s (%s), expected TK_ENOMEM", name, how,
+                 k, tk_status_name(rc), tk_last_error_message());
     cr_assert(strstr(tk_last_error_message(), "memory") != NULL,
-              "%s, allocation %ld failing: the message \"%s\" does not say memory", name, k,
+              "%s, %s %ld failing: the message \"%s\" does not say memory", name, how, k,
               tk_last_error_message());
 }
 
+/* The scenario with its k-th allocation failing, for k = 0, 1, ... until
+ * a run meets no failure: once with that allocation alone failing, once
+ * with every one from it on (where the call's recovery allocates too). */
 static void tka_sweep(const tka_scenario *s, void *ctx)
 {
 #if TKA_ON
     tka_init();
-    for (long k = 0;; k++) {
-        tka_track();
-        if (s->setup)
-            s->setup(ctx);
-        tka_arm(k);
-        int rc = s->op(ctx);
-        bool failed = tka_disarm();
-        if (failed && rc != s->ok)
-            tka_expect_enomem(s->name, k, rc);
-        if (!failed)
-            cr_assert_eq(rc, s->ok, "%s without a failure: %s (%s)", s->name,
-                         tk_status_name(rc), tk_last_error_message());
-        s->check(ctx, rc);
-        if (s->teardown)
-            s->teardown(ctx);
-        int live = tka_untrack();
-        cr_assert_eq(live, 0, "%s, allocation %ld failing: %d of the library's allocations "
-                     "outlive its handles", s->name, k, live);
-        if (!failed) {
-            cr_log_info("%s: %ld allocations failed in turn", s->name, k);
-            return;
+    for (int persist = 0; persist < 2; persist++) {
+        const char *how = persist ? "from allocation" : "allocation";
+        for (long k = 0;; k++) {
+            tka_track();
+            if (s->setup)
+                s->setup(ctx);
+            tka_arm(k, persist);
+            int rc = s->op(ctx);
+            bool failed = tka_disarm();
+            if (failed && rc != s->ok)
+                tka_expect_enomem(s->name, how, k, rc);
+            if (!failed)
+                cr_assert_eq(rc, s->ok, "%s without a failure: %s (%s)", s->name,
+                             tk_status_name(rc), tk_last_error_message());
+            s->check(ctx, rc);
+            if (s->teardown)
+                s->teardown(ctx);
+            int live = tka_untrack();
+            cr_assert_eq(live, 0, "%s, %s %ld failing: %d of the library's allocations "
+                         "outlive its handles", s->name, how, k, live);
+            if (!failed) {
+                if (persist)
+                    cr_log_info("%s: %ld allocations failed in turn", s->name, k);
+                break;
+            }
+            cr_assert_lt(k, 100000, "%s: no end to its allocations", s->name);
         }
-        cr_assert_lt(k, 100000, "%s: no end to its allocations", s->name);
     }
 #else
     (void)s, (void)ctx, (void)tka_expect_enomem;
