@@ -428,9 +428,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             pick = named[i];
         }
     }
-    if (pick != TK_SCHEDULE_UNKNOWN)
-        return pick;
-    return TK_SCHEDULE_UNKNOWN;
+    return pick;
 }
 
 int tk__gap_dtype(const tk__case *c)
