@@ -127,7 +127,8 @@ static int tk__l2_bytes(int64_t *bytes)
         if (!ok || level != 2)
             continue;
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if ((rc = tk__sys_open(&f, path)) || !f)
+        rc = tk__sys_open(&f, path);
+        if (!f)
             return rc;
         ok = fgets(text, sizeof text, f) && sscanf(text, "%lld%c", &size, &unit) >= 1;
         fclose(f);

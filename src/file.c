@@ -79,6 +79,11 @@ static int tk__follow(const char *path, char *buf, size_t size)
     }
 }
 
+int tk__open_status(int err)
+{
+    return err == ENOMEM ? TK_ENOMEM : TK_EIO;
+}
+
 int tk__out_open(tk__out *o, const char *fn, const char *path)
 {
     o->f = NULL;
@@ -122,8 +127,8 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
         int err = errno;
         close(fd);
         tk__out_abort(o);
-        return tk__fail(err == ENOMEM ? TK_ENOMEM : TK_EIO, "%s: cannot write \"%s\": %s",
-                        fn, path, strerror(err));
+        return tk__fail(tk__open_status(err), "%s: cannot write \"%s\": %s", fn, path,
+                        strerror(err));
     }
     return TK_OK;
 }

@@ -495,6 +495,9 @@ typedef struct tk__out {
 int tk__out_open(tk__out *o, const char *fn, const char *path);
 int tk__out_commit(tk__out *o, const char *fn, const char *path);
 void tk__out_abort(tk__out *o);
+/* The status of a stream that could not be opened, from its errno:
+ * TK_ENOMEM where the C library ran out of memory, else TK_EIO. */
+int tk__open_status(int err);
 
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 

@@ -385,8 +385,7 @@ int tk_matrix_load_npy(tk_matrix **out, const char *path)
     FILE *f = fopen(path, "rb");
     if (!f) {
         int err = errno;
-        return tk__fail(err == ENOMEM ? TK_ENOMEM : TK_EIO, "%s: cannot open: %s", path,
-                        strerror(err));
+        return tk__fail(tk__open_status(err), "%s: cannot open: %s", path, strerror(err));
     }
     unsigned char pre[TK__NPY_PREAMBLE];
     int rc = tk__npy_read(f, pre, sizeof pre, path, "magic and version");

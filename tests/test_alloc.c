@@ -265,33 +265,9 @@ static void tka_sweep(const tka_scenario *s, void *ctx)
 
 /* ---- data and snapshots ---------------------------------------------------- */
 
-static tk_matrix *tka_matrix(int dtype, int64_t rows, int64_t cols, uint64_t seed)
-{
-    float *f = malloc((size_t)(rows * cols) * sizeof *f);
-    cr_assert_not_null(f);
-    tkt_fill(f, (size_t)(rows * cols), seed);
-    tk_matrix *m;
-    cr_assert_eq(tk_matrix_from_f32(&m, dtype, rows, cols, f, cols), TK_OK);
-    free(f);
-    return m;
-}
-
-static size_t tka_bytes(const tk_matrix *m)
-{
-    return (size_t)(tk_matrix_rows(m) * tk_matrix_row_stride(m) * tk_dtype_size(tk_matrix_dtype(m)));
-}
-
-static void *tka_copy(const tk_matrix *m)
-{
-    void *c = malloc(tka_bytes(m));
-    cr_assert_not_null(c);
-    memcpy(c, tk_matrix_data((tk_matrix *)m), tka_bytes(m));
-    return c;
-}
-
 static void tka_expect_bytes(const char *name, const tk_matrix *m, const void *want)
 {
-    cr_assert(!memcmp(tk_matrix_data((tk_matrix *)m), want, tka_bytes(m)),
+    cr_assert(!memcmp(tk_matrix_data(m), want, tkt_bytes(m)),
               "%s: the output is not what it should be", name);
 }
 
@@ -476,7 +452,7 @@ Test(alloc, every_create_fails_cleanly)
     tka_globals();
     tka_dir(g_dir);
     /* tk_matrix_load_npy reads this file; g_dir names it from here on. */
-    tk_matrix *m = tka_matrix(TK_DTYPE_BF16, 9, 70, 3);
+    tk_matrix *m = tkt_matrix(TK_DTYPE_BF16, 9, 70, 3);
     strcat(g_dir, "/m.npy");
     cr_assert_eq(tk_matrix_save_npy(m, g_dir), TK_OK);
     tk_matrix_destroy(m);
@@ -525,10 +501,10 @@ static void run_setup(void *ctx)
         cr_assert_eq(tk_call_create_kernel(&r->c, r->k, r->t, r->dtype), TK_OK);
     if (r->what == RUN_PIPELINE_CALL)
         cr_assert_eq(tk_pipeline_create_call(&r->p, r->c, r->d), TK_OK);
-    r->in[0] = tka_matrix(r->dtype, r->rows, r->cols, 1);
-    r->in[1] = tka_matrix(r->dtype, r->rows, r->cols, 2);
-    r->out = tka_matrix(r->dtype, r->rows, r->cols, 3);
-    r->before = tka_copy(r->out);
+    r->in[0] = tkt_matrix(r->dtype, r->rows, r->cols, 1);
+    r->in[1] = tkt_matrix(r->dtype, r->rows, r->cols, 2);
+    r->out = tkt_matrix(r->dtype, r->rows, r->cols, 3);
+    r->before = tkt_snapshot(r->out);
 }
 
 static int run_op(void *ctx)
@@ -547,7 +523,7 @@ static void run_check(void *ctx, int rc)
 {
     struct run_ctx *r = ctx;
     if (!r->want) {   /* the run without a failure, first */
-        r->want = tka_copy(r->out);
+        r->want = tkt_snapshot(r->out);
         return;
     }
     tka_expect_bytes(r->name, r->out, rc ? r->before : r->want);
@@ -824,8 +800,8 @@ static void compare_setup(void *ctx)
 {
     struct compare_ctx *x = ctx;
     cr_assert_eq(tk_compare_create(&x->c, TK_DTYPE_F16), TK_OK);
-    x->a = tka_matrix(TK_DTYPE_F16, 33, 300, 5);
-    x->b = tka_matrix(TK_DTYPE_F16, 33, 300, 6);
+    x->a = tkt_matrix(TK_DTYPE_F16, 33, 300, 5);
+    x->b = tkt_matrix(TK_DTYPE_F16, 33, 300, 6);
     tkt_expect_status(tk_compare_run(x->c, x->a, x->b), TK_EMISMATCH);
     compare_results(x->c, x->before);
 }
@@ -899,7 +875,7 @@ static void write_setup(void *ctx)
     static int calls;
     switch (w->what) {
     case WRITE_NPY:
-        w->m = tka_matrix(TK_DTYPE_F8E4M3FN, 9, 70, 8);
+        w->m = tkt_matrix(TK_DTYPE_F8E4M3FN, 9, 70, 8);
         break;
     case WRITE_REPORT:
         w->orig = malloc(2 * 33 * 300 * sizeof *w->orig);
@@ -917,7 +893,7 @@ static void write_setup(void *ctx)
         cr_assert_eq(tk_tiling_create(&w->t, 33, 300, 8, 128), TK_OK);
         cr_assert_eq(tk_device_simulated(&w->d, "TPU v4"), TK_OK);
         cr_assert_eq(tk_pipeline_create(&w->p, w->k, w->t, w->d), TK_OK);
-        w->m = tka_matrix(TK_DTYPE_F32, 33, 300, 9);
+        w->m = tkt_matrix(TK_DTYPE_F32, 33, 300, 9);
         const tk_matrix *in[2] = {w->m, w->m};
         cr_assert_eq(tk_pipeline_run(w->p, in, w->m), TK_OK);
         break;
@@ -1075,10 +1051,10 @@ static void misc_setup(void *ctx)
     cr_assert_eq(tk_tiling_create(&x->t, 33, 300, 8, 128), TK_OK);
     cr_assert_eq(tk_device_simulated(&x->sim, "TPU v5 lite"), TK_OK);
     cr_assert_eq(tk_device_host(&x->host), TK_OK);
-    x->m = x->in[0] = tka_matrix(TK_DTYPE_F32, 33, 300, 21);
-    x->in[1] = tka_matrix(TK_DTYPE_F32, 33, 300, 22);
-    x->dst = tka_matrix(TK_DTYPE_F32, 33, 300, 23);
-    x->dst_before = tka_copy(x->dst);
+    x->m = x->in[0] = tkt_matrix(TK_DTYPE_F32, 33, 300, 21);
+    x->in[1] = tkt_matrix(TK_DTYPE_F32, 33, 300, 22);
+    x->dst = tkt_matrix(TK_DTYPE_F32, 33, 300, 23);
+    x->dst_before = tkt_snapshot(x->dst);
     cr_assert_eq(tk_pad(x->t, x->m, &x->padded), TK_OK);
     cr_assert_eq(tk_call_create_kernel(&x->kc, x->k, x->t, TK_DTYPE_F32), TK_OK);
     x->orig = malloc(2 * 33 * 300 * sizeof *x->orig);

@@ -9,30 +9,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static tk_matrix *filled(int dtype, int64_t rows, int64_t cols, uint64_t seed)
-{
-    float *src = malloc((size_t)(rows * cols) * sizeof *src);
-    cr_assert_not_null(src);
-    tkt_fill(src, (size_t)(rows * cols), seed);
-    tk_matrix *m;
-    tkt_expect_status(tk_matrix_from_f32(&m, dtype, rows, cols, src, cols), TK_OK);
-    free(src);
-    return m;
-}
-
-static size_t bytes_of(const tk_matrix *m)
-{
-    return (size_t)(tk_matrix_rows(m) * tk_matrix_cols(m) * tk_dtype_size(tk_matrix_dtype(m)));
-}
-
-static void *snapshot(const tk_matrix *m)
-{
-    void *s = malloc(bytes_of(m));
-    cr_assert_not_null(s);
-    memcpy(s, tk_matrix_data(m), bytes_of(m));
-    return s;
-}
-
 static double stat(const tk_pipeline *p, int which)
 {
     double v = -1;
@@ -68,14 +44,14 @@ static void rig_open(struct rig *g, const char *profile, int dtype, int64_t rows
     else
         tkt_expect_status(tk_device_host(&g->d), TK_OK);
     tkt_expect_status(tk_pipeline_create(&g->p, g->k, g->t, g->d), TK_OK);
-    g->x = filled(dtype, rows, cols, 71);
-    g->y = filled(dtype, rows, cols, 72);
-    g->out = filled(dtype, rows, cols, 73);
-    g->want = filled(dtype, rows, cols, 74);
+    g->x = tkt_matrix(dtype, rows, cols, 71);
+    g->y = tkt_matrix(dtype, rows, cols, 72);
+    g->out = tkt_matrix(dtype, rows, cols, 73);
+    g->want = tkt_matrix(dtype, rows, cols, 74);
     g->in[0] = g->x;
     g->in[1] = g->y;
     tkt_expect_status(tk_kernel_run(g->k, g->t, g->in, g->want), TK_OK);
-    g->before = snapshot(g->out);
+    g->before = tkt_snapshot(g->out);
 }
 
 static void rig_close(struct rig *g)
@@ -92,13 +68,13 @@ static void rig_close(struct rig *g)
 
 static void expect_result(const struct rig *g, const char *what)
 {
-    cr_assert(memcmp(tk_matrix_data(g->out), tk_matrix_data(g->want), bytes_of(g->out)) == 0,
+    cr_assert(memcmp(tk_matrix_data(g->out), tk_matrix_data(g->want), tkt_bytes(g->out)) == 0,
               "%s: the pipeline's output differs from tk_kernel_run's", what);
 }
 
 static void expect_unchanged(const struct rig *g, const char *what)
 {
-    cr_assert(memcmp(tk_matrix_data(g->out), g->before, bytes_of(g->out)) == 0,
+    cr_assert(memcmp(tk_matrix_data(g->out), g->before, tkt_bytes(g->out)) == 0,
               "%s: the output buffer changed", what);
 }
 
@@ -175,7 +151,7 @@ ParameterizedTest(struct sched *s, pipeline, schedules)
     expect_result(&g, what);
     /* Checked free of hazards, the built-in body computes without slots;
      * unchecked, the same schedule runs slot by slot, to the same bits. */
-    memcpy(tk_matrix_data(g.out), g.before, bytes_of(g.out));
+    memcpy(tk_matrix_data(g.out), g.before, tkt_bytes(g.out));
     tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_DETECT_RACES, 0), TK_OK);
     tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
     expect_result(&g, what);
@@ -354,7 +330,7 @@ Test(pipeline, unchecked_overrun_corrupts)
     tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_FAULT, TK_FAULT_PREFETCH_OVERRUN), TK_OK);
     tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_DETECT_RACES, 0), TK_OK);
     tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
-    cr_assert(memcmp(tk_matrix_data(g.out), tk_matrix_data(g.want), bytes_of(g.out)) != 0);
+    cr_assert(memcmp(tk_matrix_data(g.out), tk_matrix_data(g.want), tkt_bytes(g.out)) != 0);
     double v;
     tkt_expect_status(tk_pipeline_stat(g.p, TK_STAT_HAZARDS, &v), TK_ESTATE);
     tkt_expect_status(tk_pipeline_race(g.p, 0, NULL, NULL, NULL, NULL), TK_ESTATE);
@@ -461,7 +437,7 @@ Test(pipeline, shift_inwards_and_bad_arguments_are_refused)
     tkt_expect_status(tk_tiling_set(g.t, TK_TILING_TAIL, TK_TAIL_PAD), TK_OK);
     /* tk_kernel_run's checks, in its words, under this function's name. */
     const tk_matrix *other[] = {g.x, g.want};
-    tk_matrix *wide = filled(TK_DTYPE_F32, 16, 255, 75);
+    tk_matrix *wide = tkt_matrix(TK_DTYPE_F32, 16, 255, 75);
     const tk_matrix *shapes[] = {g.x, wide};
     tkt_expect_status(tk_pipeline_run(g.p, shapes, g.out), TK_ESHAPE);
     cr_assert(strstr(tk_last_error_message(), "tk_pipeline_run: inputs must be nonempty "

@@ -47,6 +47,34 @@ static inline float tkt_float(uint32_t u)
                       "%s set no error message", #call);                       \
     } while (0)
 
+/* A matrix of dtype filled by tkt_fill from seed. */
+static inline tk_matrix *tkt_matrix(int dtype, int64_t rows, int64_t cols, uint64_t seed)
+{
+    float *src = malloc((size_t)(rows * cols) * sizeof *src);
+    cr_assert_not_null(src);
+    tkt_fill(src, (size_t)(rows * cols), seed);
+    tk_matrix *m;
+    tkt_expect_status(tk_matrix_from_f32(&m, dtype, rows, cols, src, cols), TK_OK);
+    free(src);
+    return m;
+}
+
+/* Bytes of a matrix's storage, row stride included. */
+static inline size_t tkt_bytes(const tk_matrix *m)
+{
+    return (size_t)(tk_matrix_rows(m) * tk_matrix_row_stride(m) *
+                    tk_dtype_size(tk_matrix_dtype(m)));
+}
+
+/* A copy of a matrix's storage, to free. */
+static inline void *tkt_snapshot(const tk_matrix *m)
+{
+    void *s = malloc(tkt_bytes(m));
+    cr_assert_not_null(s);
+    memcpy(s, tk_matrix_data(m), tkt_bytes(m));
+    return s;
+}
+
 /* The JSON report of one audit, read back whole (at most size - 1 bytes). */
 static inline void tkt_report_json(const tk_audit *a, char *text, size_t size)
 {
