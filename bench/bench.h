@@ -69,6 +69,18 @@ static inline void bench_build_line(const char *prog)
     printf("%s: build: %s; cpu model: %s\n", prog, tk_build_info(), model);
 }
 
+/* Whether the library runs the best path this CPU has, as a user gets it
+ * (TK_ISA unset, or naming that path); false when TK_ISA forced a lower
+ * one, where a target becomes a guard. */
+static inline int bench_on_cpus_path(void)
+{
+    const char *b = tk_build_info(), *isa = strstr(b, "isa="), *cpu = strstr(b, " cpu=");
+    if (!isa || !cpu)
+        return 0;
+    size_t n = strcspn(isa + 4, " ");
+    return n == strcspn(cpu + 5, " ") && strncmp(isa + 4, cpu + 5, n) == 0;
+}
+
 /* The baselines, in native.c: compiled with -O3 -march=native. */
 void bench_fused_f32(const float *restrict x, const float *restrict y, float *restrict out,
                      size_t n, float alpha);

@@ -3,9 +3,10 @@
  * The requirement: tk_audit_run on one 4096x4096 bfloat16 axpy case
  * (represent both inputs, candidate = the host kernel with (8, 128) blocks,
  * the represented-input oracle, the original reference, every metric) takes
- * at most 6x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
+ * at most 3x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
  * (-O3 -march=native, native.c), timed interleaved in the same run (median
- * of 15).  The issue's target is 3x.  Since the stored inputs and the
+ * of 15), on the path the CPU picks; with TK_ISA forcing a lower path that
+ * limit is a guard at 6.  Since the stored inputs and the
  * oracle of large cases go out by streaming stores (AVX-512 bf16 loops
  * beside them), one thread measures 2.6 to 3.0 on an AVX-512 AMD EPYC
  * (Zen 5), where it was 3.5 to 3.9 (3.1 once); on an AVX-512 Intel Xeon
@@ -18,9 +19,9 @@
  * where 3.12 to 3.26 in alternating runs of a plain driver; the two-thread
  * ratio 1.68 to 2.05 where 2.50 to 2.61).  The AVX2 path got loops of its
  * own for the bf16 store, cast and axpy: forced with TK_ISA=avx2 on the
- * Xeon it reads 3.2 to 3.4, where its compiled loops read 3.9 to 4.6 (4.7
+ * Xeon it read 3.2 to 3.4, where its compiled loops read 3.9 to 4.6 (4.7
  * to 4.9 forced on the Zen 5; an AVX2 AMD EPYC, Zen 3, read 3.8 to 4.6
- * before the streaming stores), so the limit stays a guard.  On two threads
+ * before the streaming stores).  On two threads
  * (TK_KERNEL_THREADS 2, the machine's cores) the Zen 5 reads 1.9 to 2.7,
  * and as much as the one thread in the runs where the VM's second core
  * gives no speedup (1.0 instead of 1.3 to 1.5): that limit is a guard at
@@ -36,10 +37,12 @@
  * axpy's first pass as one loop per block on the AVX2 path (audit.c,
  * tk__first_pass_axpy_256), 16 instructions an element down to 11;
  * the Zen 3 then read 2.64 to 2.90 in alternating runs where it read 3.10
- * to 3.32, 2.78 to 2.80 in two full runs (1.65 to 1.82 on two threads).
- * So 3.0 is met on the AVX-512 machines with room, on the Zen 3 by a
- * tenth or two of this VM's noise; the forced AVX2 path on the AVX-512
- * machines has not run since, so the limit stays a guard.
+ * to 3.32, 2.74 to 2.80 in three full runs (1.65 to 1.82 on two threads).
+ * Since then the Intel Xeon reads 2.17 to 2.22 in two full runs and two
+ * of this bench alone (1.29 to 1.54 on two threads), and 2.30 to 2.43 with
+ * the AVX2 path forced, its one loop included.  Every machine's own path
+ * has met 3.0 in every run since, the Zen 3 by a tenth or two: hence the
+ * limit.
  * Prints `name: ratio` and exits 1 when a ratio is over its limit. */
 #include "bench.h"
 
@@ -50,7 +53,8 @@
 #define COLS 4096
 #define N ((size_t)ROWS * COLS)
 #define REPS 15
-#define LIMIT 6.0
+#define LIMIT 3.0          /* on the path the CPU picks */
+#define LIMIT_FORCED 6.0   /* a guard, for a lower path forced by TK_ISA */
 #define LIMIT_2_THREADS 4.0   /* a guard; the target is 3.0 */
 
 static float *x, *y, *out;
@@ -125,8 +129,9 @@ int main(void)
     printf("audit_bf16_4096x4096_vs_fused_f32: %.2f\n", ratio);
     printf("audit_bf16_4096x4096_2_threads_speedup: %.2f\n", med[0] / med[2]);
     printf("audit_bf16_4096x4096_2_threads_vs_fused_f32: %.2f\n", ratio2);
-    if (ratio > LIMIT)
-        fprintf(stderr, "bench_audit: %.2f is over the %.2fx limit\n", ratio, LIMIT);
+    double limit = bench_on_cpus_path() ? LIMIT : LIMIT_FORCED;
+    if (ratio > limit)
+        fprintf(stderr, "bench_audit: %.2f is over the %.2fx limit\n", ratio, limit);
     if (ratio2 > LIMIT_2_THREADS)
         fprintf(stderr, "bench_audit: on two threads %.2f is over the %.2fx limit\n", ratio2,
                 LIMIT_2_THREADS);
@@ -137,5 +142,5 @@ int main(void)
     free(x);
     free(y);
     free(out);
-    return ratio <= LIMIT && ratio2 <= LIMIT_2_THREADS ? 0 : 1;
+    return ratio <= limit && ratio2 <= LIMIT_2_THREADS ? 0 : 1;
 }

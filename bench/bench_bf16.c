@@ -6,8 +6,10 @@
  * destination, timed interleaved in the same run (median of 15), on the
  * dispatched path (0.55 to 0.66 with AVX2 or AVX-512 on an AMD EPYC; on an
  * AVX-512 Intel Xeon 0.76 to 0.92 narrowing and 0.72 to 0.79 widening,
- * 1.24 and 1.30 before large destinations were streamed; the portable SSE2
- * path measured 0.93 narrowing on the EPYC, 1.39 on the Xeon).  Prints
+ * 1.24 and 1.30 before large destinations were streamed, 0.55 to 0.57 and
+ * 0.54 to 0.64 on a later day, 0.66 and 0.54 with the AVX2 path forced;
+ * the portable SSE2 path measured 0.93 narrowing on the EPYC, 1.39 on the
+ * Xeon).  Prints
  * `name: ratio` lines and exits 1 when a ratio is over the limit. */
 #include "bench.h"
 
