@@ -136,7 +136,9 @@ clang-build:
 	@$(MAKE) --no-print-directory CC=clang B=build/clang L=build/clang/lib all
 
 # The main job, the worked calls and a fast subset of the suites under
-# valgrind: no error, nothing definitely or indirectly lost.
+# valgrind: no error, nothing definitely or indirectly lost.  test_alloc
+# keeps its own malloc (valgrind's would bypass it), so that the failure
+# paths it forces run under memcheck too.
 VALGRIND = valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
     --error-exitcode=1 --trace-children=yes
 valgrind: tests
@@ -145,6 +147,7 @@ valgrind: tests
 	$(VALGRIND) $(B)/examples/call >$(B)/valgrind/call.log
 	@for t in test_core test_call test_compare; do \
 	    $(VALGRIND) $(B)/tests/$$t --jobs 1 || exit 1; done
+	$(VALGRIND) --soname-synonyms=somalloc=nouserintercepts $(B)/tests/test_alloc --jobs 1
 
 # libFuzzer harnesses (clang), each run FUZZ_SECONDS after replaying the
 # kept crashers in tests/fuzz/regressions; the .npy corpus starts from the
