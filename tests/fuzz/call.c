@@ -1,0 +1,527 @@
+/* call.c - libFuzzer harness for tk_call: fuzzed grids of rank 1 to 3,
+ * inputs and outputs of every float dtype with row gaps, block shapes with
+ * tails, affine index maps (identities, broadcasts, k-loops, strides,
+ * offsets, some out of range) given as matrices or as callbacks, parallel
+ * axes, padding fills, undo, and bodies or maps that fail at a fuzzed step.
+ *
+ * The reference is tk_call(3)'s semantics written plainly: the steps in
+ * row-major order; every block index checked first (TK_ERANGE outside its
+ * grid, TK_ELAYOUT for an output revisited along a parallel axis or after
+ * it was written back, TK_ECALLBACK for a failing map), the outputs then
+ * untouched; an input block promoted with the padding fill past its edge;
+ * an output block filled with NaN when its index changes and written back,
+ * cast once, when it changes again or the grid ends.  The body is one
+ * function that both sides run on their blocks.  A run must match the
+ * reference's status, output bytes (row gaps included), statistics and,
+ * inside the body, every field of every block; inputs never change.  A
+ * second run of the same call (its block indices kept) must do the same.
+ * A body that fails leaves the outputs as they were with undo, and without
+ * it each element either as it was or as the complete run leaves it (an
+ * output block is written back once).  Failures return a documented status
+ * with a message of their own. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tilekern.h>
+
+typedef struct { const unsigned char *p; size_t n; } bytes;
+
+static int take(bytes *b, int lo, int hi)  /* an int in [lo, hi] */
+{
+    int v = b->n ? b->p[0] : 0;
+    if (b->n) {
+        b->p++;
+        b->n--;
+    }
+    return lo + v % (hi - lo + 1);
+}
+
+static void fail(int line)
+{
+    fprintf(stderr, "call.c:%d: check failed\n", line);
+    abort();
+}
+#define check(ok) ((ok) ? (void)0 : fail(__LINE__))
+
+enum { MAX_IN = 3, MAX_OUT = 2, MAX_OPS = MAX_IN + MAX_OUT, MAX_STEPS = 6 * 6 * 6 };
+
+typedef struct {
+    int dtype;
+    int64_t rows, cols, br, bc, stride;   /* stride in elements */
+    int64_t map[2 * (TK_CALL_MAX_RANK + 1)];
+    bool callback;
+    int64_t fail_at;                      /* the callback map fails at this step */
+    unsigned char *mem, *before;
+    size_t bytes;
+    tk_matrix *m;
+} operand;
+
+typedef struct {
+    int rank, n_in, n_out;
+    int64_t grid[TK_CALL_MAX_RANK], steps;
+    bool parallel[TK_CALL_MAX_RANK];
+    int pad;                              /* 0: leave the default (zero) */
+    float pad_value;
+    int undo;
+    int64_t body_fails_at;                /* -1: never */
+    operand op[MAX_OPS];                  /* inputs, then outputs */
+    /* The reference's block indices, step by step. */
+    int64_t bi[MAX_STEPS][MAX_OPS][2];
+    int64_t calls;                        /* body calls in the current run */
+} spec;
+
+static const int dtypes[5] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16, TK_DTYPE_F8E4M3FN,
+                              TK_DTYPE_F8E5M2};
+static const float pad_values[4] = {-0.0f, 1.5f, 1e30f, -INFINITY};
+
+static void grid_index(const spec *s, int64_t step, int64_t *g)
+{
+    for (int a = s->rank - 1; a >= 0; a--) {
+        g[a] = step % s->grid[a];
+        step /= s->grid[a];
+    }
+}
+
+static void apply_map(const spec *s, const operand *o, const int64_t *g, int64_t *bi)
+{
+    for (int r = 0; r < 2; r++) {
+        const int64_t *row = o->map + r * (s->rank + 1);
+        int64_t v = row[s->rank];
+        for (int a = 0; a < s->rank; a++)
+            v += row[a] * g[a];
+        bi[r] = v;
+    }
+}
+
+/* A callback map: the operand's affine map, failing at one step. */
+typedef struct { spec *s; int op; } map_user;
+static map_user map_users[MAX_OPS];
+
+static int callback_map(void *user, const int64_t *g, int rank, int64_t *row, int64_t *col)
+{
+    map_user *u = user;
+    spec *s = u->s;
+    const operand *o = &s->op[u->op];
+    check(rank == s->rank);
+    int64_t step = 0, bi[2];
+    for (int a = 0; a < rank; a++) {
+        check(g[a] >= 0 && g[a] < s->grid[a]);
+        step = step * s->grid[a] + g[a];
+    }
+    if (step == o->fail_at)
+        return 5;
+    apply_map(s, o, g, bi);
+    *row = bi[0];
+    *col = bi[1];
+    return 0;
+}
+
+/* ---- the body, run by both sides ----------------------------------------- */
+
+typedef struct {
+    float *data;
+    int64_t ld, rows, cols;
+} view;
+
+/* Each output element: its resident value (1 on the first visit, when it
+ * is NaN), halved, plus every input's element at the same place folded
+ * into the input's block, plus a little of the step. */
+static void compute(const spec *s, int64_t step, const view *in, view *out)
+{
+    for (int o = 0; o < s->n_out; o++)
+        for (int64_t r = 0; r < out[o].rows; r++)
+            for (int64_t c = 0; c < out[o].cols; c++) {
+                float *p = &out[o].data[r * out[o].ld + c];
+                float v = isnan(*p) ? 1.0f : *p * 0.5f;
+                for (int i = 0; i < s->n_in; i++)
+                    v += (float)(i + 1 + o) *
+                         in[i].data[(r % in[i].rows) * in[i].ld + c % in[i].cols];
+                *p = v + 0.25f * (float)step;
+            }
+}
+
+static int body(void *user, tk_block *const *blocks, int n_blocks)
+{
+    spec *s = user;
+    check(n_blocks == s->n_in + s->n_out);
+    int64_t step = s->calls++ % s->steps, g[TK_CALL_MAX_RANK] = {0};  /* runs in turn */
+    grid_index(s, step, g);
+    view v[MAX_OPS];
+    for (int i = 0; i < n_blocks; i++) {
+        const tk_block *b = blocks[i];
+        const operand *o = &s->op[i];
+        int64_t r0 = s->bi[step][i][0] * o->br, c0 = s->bi[step][i][1] * o->bc;
+        check(b->size >= sizeof(tk_block) && b->data && b->ld >= o->bc);
+        check(b->rows == o->br && b->cols == o->bc);
+        check(b->block_row == s->bi[step][i][0] && b->block_col == s->bi[step][i][1]);
+        check(b->valid_rows == (o->rows - r0 < o->br ? o->rows - r0 : o->br));
+        check(b->valid_cols == (o->cols - c0 < o->bc ? o->cols - c0 : o->bc));
+        check(b->rank == s->rank && b->is_output == (i >= s->n_in));
+        check(b->operand == (i < s->n_in ? i : i - s->n_in));
+        for (int a = 0; a < TK_CALL_MAX_RANK; a++)
+            check(b->grid[a] == (a < s->rank ? g[a] : 0));
+        v[i] = (view){b->data, b->ld, b->rows, b->cols};
+    }
+    if (step == s->body_fails_at)
+        return 3;
+    compute(s, step, v, v + s->n_in);
+    return 0;
+}
+
+/* ---- the reference ---------------------------------------------------- */
+
+typedef struct { int64_t steps, in, skipped, out, bytes_in, bytes_out; } stats;
+
+static float stored(const operand *o, int64_t r, int64_t c)
+{
+    float f;
+    size_t es = (size_t)tk_dtype_size(o->dtype);
+    check(tk_dtype_to_f32_n(o->dtype, &f, o->mem + ((size_t)(r * o->stride + c)) * es, 1) ==
+          TK_OK);
+    return f;
+}
+
+/* The block indices of every step, and the failures the checks may give
+ * (more than one when the call has more than one fault): their count. */
+static int reference_checks(spec *s, int *errs)
+{
+    bool range = false, layout = false, failed_map = false;
+    for (int64_t t = 0; t < s->steps; t++) {
+        int64_t g[TK_CALL_MAX_RANK];
+        grid_index(s, t, g);
+        for (int i = 0; i < s->n_in + s->n_out; i++) {
+            const operand *o = &s->op[i];
+            if (o->callback && t == o->fail_at)
+                failed_map = true;
+            apply_map(s, o, g, s->bi[t][i]);
+            int64_t nr = (o->rows + o->br - 1) / o->br, nc = (o->cols + o->bc - 1) / o->bc;
+            if (s->bi[t][i][0] < 0 || s->bi[t][i][0] >= nr || s->bi[t][i][1] < 0 ||
+                s->bi[t][i][1] >= nc)
+                range = true;
+        }
+    }
+    for (int o = s->n_in; o < s->n_in + s->n_out; o++)
+        for (int64_t t = 0; t < s->steps; t++)
+            for (int64_t u = 0; u < t; u++) {
+                if (s->bi[t][o][0] != s->bi[u][o][0] || s->bi[t][o][1] != s->bi[u][o][1])
+                    continue;
+                int64_t gt[TK_CALL_MAX_RANK], gu[TK_CALL_MAX_RANK];
+                grid_index(s, t, gt);
+                grid_index(s, u, gu);
+                /* From two indices on a parallel axis, or back after
+                 * another block. */
+                for (int a = 0; a < s->rank; a++)
+                    layout |= s->parallel[a] && gt[a] != gu[a];
+                layout |= s->bi[t - 1][o][0] != s->bi[t][o][0] ||
+                          s->bi[t - 1][o][1] != s->bi[t][o][1];
+            }
+    int n = 0;
+    if (failed_map)
+        errs[n++] = TK_ECALLBACK;
+    if (range)
+        errs[n++] = TK_ERANGE;
+    if (layout)
+        errs[n++] = TK_ELAYOUT;
+    return n;
+}
+
+/* The outputs' bytes after a complete run with this fill past the inputs'
+ * edges, into want[o], and the stats. */
+static void reference_run(spec *s, float fill, unsigned char **want, stats *st)
+{
+    float *blk[MAX_OPS];
+    memset(st, 0, sizeof *st);
+    for (int i = 0; i < s->n_in + s->n_out; i++) {
+        blk[i] = malloc((size_t)(s->op[i].br * s->op[i].bc) * sizeof(float));
+        check(blk[i] != NULL);
+    }
+    for (int o = 0; o < s->n_out; o++)
+        memcpy(want[o], s->op[s->n_in + o].before, s->op[s->n_in + o].bytes);
+    for (int64_t t = 0; t <= s->steps; t++) {
+        /* Write back the outputs whose block changes (all, at the end). */
+        for (int i = s->n_in; i < s->n_in + s->n_out && t > 0; i++) {
+            const operand *o = &s->op[i];
+            if (t < s->steps && s->bi[t][i][0] == s->bi[t - 1][i][0] &&
+                s->bi[t][i][1] == s->bi[t - 1][i][1])
+                continue;
+            int64_t r0 = s->bi[t - 1][i][0] * o->br, c0 = s->bi[t - 1][i][1] * o->bc;
+            size_t es = (size_t)tk_dtype_size(o->dtype);
+            int64_t vr = 0, vc = 0;
+            for (int64_t r = 0; r < o->br && r0 + r < o->rows; r++, vr++)
+                for (vc = 0; vc < o->bc && c0 + vc < o->cols; vc++)
+                    check(tk_dtype_from_f32_n(o->dtype,
+                                              want[i - s->n_in] +
+                                                  (size_t)((r0 + r) * o->stride + c0 + vc) * es,
+                                              &blk[i][r * o->bc + vc], 1) == TK_OK);
+            st->out++;
+            st->bytes_out += vr * vc * (int64_t)es;
+        }
+        if (t == s->steps)
+            break;
+        for (int i = 0; i < s->n_in + s->n_out; i++) {
+            const operand *o = &s->op[i];
+            bool same = t > 0 && s->bi[t][i][0] == s->bi[t - 1][i][0] &&
+                        s->bi[t][i][1] == s->bi[t - 1][i][1];
+            if (i >= s->n_in) {
+                if (!same)
+                    for (int64_t e = 0; e < o->br * o->bc; e++)
+                        blk[i][e] = NAN;
+                continue;
+            }
+            if (same) {
+                st->skipped++;
+                continue;
+            }
+            int64_t r0 = s->bi[t][i][0] * o->br, c0 = s->bi[t][i][1] * o->bc, valid = 0;
+            for (int64_t r = 0; r < o->br; r++)
+                for (int64_t c = 0; c < o->bc; c++) {
+                    bool inside = r0 + r < o->rows && c0 + c < o->cols;
+                    blk[i][r * o->bc + c] = inside ? stored(o, r0 + r, c0 + c) : fill;
+                    valid += inside;
+                }
+            st->in++;
+            st->bytes_in += valid * tk_dtype_size(o->dtype);
+        }
+        view v[MAX_OPS];
+        for (int i = 0; i < s->n_in + s->n_out; i++)
+            v[i] = (view){blk[i], s->op[i].bc, s->op[i].br, s->op[i].bc};
+        compute(s, t, v, v + s->n_in);
+    }
+    st->steps = s->steps;
+    for (int i = 0; i < s->n_in + s->n_out; i++)
+        free(blk[i]);
+}
+
+/* ---- one fuzzed call ---------------------------------------------------- */
+
+static void make_operand(bytes *b, spec *s, operand *o, bool output)
+{
+    o->dtype = dtypes[take(b, 0, 4)];
+    o->br = take(b, 1, 12);
+    o->bc = take(b, 1, 12);
+    int64_t blocks[2];
+    bool identity = s->rank >= 2 && take(b, 0, 1);
+    for (int r = 0; r < 2; r++) {
+        int64_t *row = o->map + r * (s->rank + 1), hi = 0, lo = 0;
+        for (int a = 0; a < s->rank; a++) {
+            row[a] = identity ? (a == r) : take(b, 0, 7) < 5 ? take(b, 0, 1) : take(b, -1, 2);
+            int64_t span = row[a] * (s->grid[a] - 1);
+            hi += span > 0 ? span : 0;
+            lo += span < 0 ? span : 0;
+        }
+        /* An offset that keeps the indices in range, mostly. */
+        row[s->rank] = identity ? 0 : -lo + take(b, 0, 1);
+        if (take(b, 0, 15) == 0)
+            row[s->rank] += take(b, -2, 1);
+        blocks[r] = row[s->rank] + hi + 1 + take(b, 0, 1);
+        if (take(b, 0, 15) == 0)
+            blocks[r] -= take(b, 1, 2);   /* too few blocks */
+        if (blocks[r] < 1)
+            blocks[r] = 1;
+    }
+    o->rows = (blocks[0] - 1) * o->br + take(b, 1, (int)o->br);
+    o->cols = (blocks[1] - 1) * o->bc + take(b, 1, (int)o->bc);
+    o->stride = o->cols + take(b, 0, 2);
+    o->callback = take(b, 0, 3) == 0;
+    o->fail_at = o->callback && take(b, 0, 7) == 0 ? take(b, 0, (int)s->steps - 1) : -1;
+    size_t es = (size_t)tk_dtype_size(o->dtype);
+    o->bytes = (size_t)(o->rows * o->stride) * es;
+    o->mem = malloc(o->bytes);
+    o->before = malloc(o->bytes);
+    check(o->mem && o->before);
+    /* Outputs and row gaps: any bytes; inputs: small values mostly, any
+     * code (NaN and infinities among them) now and then. */
+    uint64_t seed = (uint64_t)take(b, 0, 255) * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t k = 0; k < o->bytes; k++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        o->mem[k] = (unsigned char)(seed >> 56);
+    }
+    if (!output && take(b, 0, 3))
+        for (int64_t r = 0; r < o->rows; r++)
+            for (int64_t c = 0; c < o->cols; c++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                float f = (float)(seed >> 60) * 0.125f - 1.0f;
+                check(tk_dtype_from_f32_n(o->dtype, o->mem + (size_t)(r * o->stride + c) * es,
+                                          &f, 1) == TK_OK);
+            }
+    memcpy(o->before, o->mem, o->bytes);
+    check(tk_matrix_wrap(&o->m, o->dtype, o->rows, o->cols, o->stride, o->mem) == TK_OK);
+}
+
+static void run_once(spec *s, tk_call *c, const int *errs, int n_errs, unsigned char **want,
+                     const stats *st)
+{
+    const tk_matrix *in[MAX_IN];
+    tk_matrix *out[MAX_OUT];
+    for (int i = 0; i < s->n_in; i++)
+        in[i] = s->op[i].m;
+    for (int o = 0; o < s->n_out; o++)
+        out[o] = s->op[s->n_in + o].m;
+    /* Outputs start from their old bytes on every run. */
+    for (int o = 0; o < s->n_out; o++)
+        memcpy(s->op[s->n_in + o].mem, s->op[s->n_in + o].before, s->op[s->n_in + o].bytes);
+    s->calls = 0;
+    int rc = tk_call_run(c, s->n_in, in, s->n_out, out);
+    if (n_errs) {
+        bool listed = false;
+        for (int k = 0; k < n_errs; k++)
+            listed |= rc == errs[k];
+        check(listed);
+    } else {
+        check(rc == (s->body_fails_at >= 0 ? TK_ECALLBACK : TK_OK));
+    }
+    if (rc < 0)
+        check(tk_last_error_message()[0] != '\0');
+    for (int i = 0; i < s->n_in; i++)
+        check(memcmp(s->op[i].mem, s->op[i].before, s->op[i].bytes) == 0);
+    for (int o = 0; o < s->n_out; o++) {
+        const operand *op = &s->op[s->n_in + o];
+        if (rc == TK_OK) {
+            check(memcmp(op->mem, want[o], op->bytes) == 0);
+        } else if (!n_errs && !s->undo) {
+            /* Each element as it was or as a complete run leaves it. */
+            size_t es = (size_t)tk_dtype_size(op->dtype);
+            for (size_t e = 0; e < op->bytes; e += es)
+                check(!memcmp(op->mem + e, op->before + e, es) ||
+                      !memcmp(op->mem + e, want[o] + e, es));
+        } else {
+            check(memcmp(op->mem, op->before, op->bytes) == 0);
+        }
+    }
+    if (rc == TK_OK) {
+        check(s->calls == s->steps);
+        double v[6];
+        static const int which[6] = {TK_STAT_STEPS, TK_STAT_COPIES_IN, TK_STAT_COPIES_SKIPPED,
+                                     TK_STAT_COPIES_OUT, TK_STAT_BYTES_IN, TK_STAT_BYTES_OUT};
+        for (int k = 0; k < 6; k++)
+            check(tk_call_stat(c, which[k], &v[k]) == TK_OK);
+        check(v[0] == (double)st->steps && v[1] == (double)st->in &&
+              v[2] == (double)st->skipped && v[3] == (double)st->out &&
+              v[4] == (double)st->bytes_in && v[5] == (double)st->bytes_out);
+    }
+}
+
+/* tk_call_check_padding: the output elements whose bytes differ between
+ * a run with zero and one with NaN past the inputs' edges. */
+static void check_padding(spec *s, tk_call *c, const int *errs, int n_errs,
+                          unsigned char **scratch)
+{
+    const tk_matrix *in[MAX_IN];
+    for (int i = 0; i < s->n_in; i++)
+        in[i] = s->op[i].m;
+    int64_t changed = -7, want = 0;
+    if (!n_errs && s->body_fails_at < 0) {
+        unsigned char *nan_run[MAX_OUT];
+        stats st;
+        for (int o = 0; o < s->n_out; o++) {
+            nan_run[o] = malloc(s->op[s->n_in + o].bytes);
+            check(nan_run[o] != NULL);
+        }
+        reference_run(s, 0.0f, scratch, &st);
+        reference_run(s, NAN, nan_run, &st);
+        for (int o = 0; o < s->n_out; o++) {
+            const operand *op = &s->op[s->n_in + o];
+            size_t es = (size_t)tk_dtype_size(op->dtype);
+            for (int64_t r = 0; r < op->rows; r++)
+                for (int64_t k = 0; k < op->cols; k++) {
+                    size_t at = (size_t)(r * op->stride + k) * es;
+                    want += memcmp(scratch[o] + at, nan_run[o] + at, es) != 0;
+                }
+            free(nan_run[o]);
+        }
+    }
+    s->calls = 0;
+    int rc = tk_call_check_padding(c, s->n_in, in, &changed);
+    for (int i = 0; i < s->n_in; i++)
+        check(memcmp(s->op[i].mem, s->op[i].before, s->op[i].bytes) == 0);
+    if (n_errs) {
+        bool listed = false;
+        for (int k = 0; k < n_errs; k++)
+            listed |= rc == errs[k];
+        check(listed && changed == -7);
+    } else if (s->body_fails_at >= 0) {
+        check(rc == TK_ECALLBACK && changed == -7);
+    } else {
+        check(rc == (want ? TK_EMISMATCH : TK_OK) && changed == want &&
+              s->calls == 2 * s->steps);
+    }
+}
+
+static void run_call(bytes *b)
+{
+    static spec s;
+    memset(&s, 0, sizeof s);
+    s.rank = take(b, 1, TK_CALL_MAX_RANK);
+    s.steps = 1;
+    for (int a = 0; a < s.rank; a++) {
+        s.grid[a] = take(b, 1, 6);
+        s.steps *= s.grid[a];
+    }
+    s.n_in = take(b, 0, MAX_IN);
+    s.n_out = take(b, 1, MAX_OUT);
+    for (int i = 0; i < s.n_in + s.n_out; i++)
+        make_operand(b, &s, &s.op[i], i >= s.n_in);
+    for (int a = 0; a < s.rank; a++)
+        s.parallel[a] = take(b, 0, 2) == 0;
+    int pad = take(b, 0, 3);
+    s.pad = pad == 1 ? TK_PAD_ZERO : pad == 2 ? TK_PAD_NAN : pad == 3 ? TK_PAD_VALUE : 0;
+    s.pad_value = pad_values[take(b, 0, 3)];
+    s.undo = take(b, 0, 3) != 0;
+    s.body_fails_at = take(b, 0, 5) == 0 ? take(b, 0, (int)s.steps - 1) : -1;
+
+    tk_call *c = NULL;
+    check(tk_call_create(&c, s.rank, s.grid, body, &s) == TK_OK && c);
+    for (int i = 0; i < s.n_in + s.n_out; i++) {
+        operand *o = &s.op[i];
+        bool output = i >= s.n_in;
+        int idx = output ? tk_call_add_output(c, o->dtype, o->rows, o->cols, o->br, o->bc, o->map)
+                         : tk_call_add_input(c, o->dtype, o->rows, o->cols, o->br, o->bc, o->map);
+        check(idx == (output ? i - s.n_in : i));
+        if (o->callback) {
+            map_users[i] = (map_user){&s, i};
+            check(tk_call_set_map(c, output ? TK_CALL_OUTPUT : TK_CALL_INPUT, idx, callback_map,
+                                  &map_users[i]) == TK_OK);
+        }
+    }
+    for (int a = 0; a < s.rank; a++)
+        check(tk_call_set_dimension(c, a, s.parallel[a] ? TK_DIM_PARALLEL : TK_DIM_ARBITRARY) ==
+              TK_OK);
+    if (s.pad == TK_PAD_VALUE)
+        check(tk_call_set_pad_value(c, s.pad_value) == TK_OK);
+    else if (s.pad)
+        check(tk_call_set(c, TK_CALL_PAD, s.pad) == TK_OK);
+    check(tk_call_set(c, TK_CALL_UNDO, s.undo) == TK_OK);
+
+    int errs[3], n_errs = reference_checks(&s, errs);
+    unsigned char *want[MAX_OUT] = {NULL};
+    stats st = {0};
+    for (int o = 0; o < s.n_out; o++) {
+        want[o] = malloc(s.op[s.n_in + o].bytes);
+        check(want[o] != NULL);
+    }
+    float fill = s.pad == TK_PAD_NAN ? NAN : s.pad == TK_PAD_VALUE ? s.pad_value : 0.0f;
+    if (!n_errs)
+        reference_run(&s, fill, want, &st);
+    run_once(&s, c, errs, n_errs, want, &st);
+    run_once(&s, c, errs, n_errs, want, &st);   /* its block indices kept */
+    check_padding(&s, c, errs, n_errs, want);
+
+    tk_call_destroy(c);
+    for (int o = 0; o < s.n_out; o++)
+        free(want[o]);
+    for (int i = 0; i < s.n_in + s.n_out; i++) {
+        tk_matrix_destroy(s.op[i].m);
+        free(s.op[i].mem);
+        free(s.op[i].before);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    bytes b = {data, size};
+    run_call(&b);
+    return 0;
+}
