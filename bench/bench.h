@@ -69,13 +69,14 @@ static inline void bench_build_line(const char *prog)
     printf("%s: build: %s; cpu model: %s\n", prog, tk_build_info(), model);
 }
 
-/* Whether the library runs the best path this CPU has, as a user gets it
- * (TK_ISA unset, or naming that path); false when TK_ISA forced a lower
- * one, where a target becomes a guard. */
+/* Whether the library runs the vector path this CPU picks, as a user gets
+ * it (TK_ISA unset, or naming that path): where the issues' targets hold.
+ * False when TK_ISA forced a lower path, or on a CPU with the portable C
+ * alone (no AVX2 on x86, any other architecture), where they are guards. */
 static inline int bench_on_cpus_path(void)
 {
     const char *b = tk_build_info(), *isa = strstr(b, "isa="), *cpu = strstr(b, " cpu=");
-    if (!isa || !cpu)
+    if (!isa || !cpu || strncmp(isa + 4, "portable ", 9) == 0)
         return 0;
     size_t n = strcspn(isa + 4, " ");
     return n == strcspn(cpu + 5, " ") && strncmp(isa + 4, cpu + 5, n) == 0;

@@ -30,9 +30,9 @@
  * 1.6x this matmul's time there: on the AVX2 path 3.0 is near the floor of
  * float64 sums.  The Zen 4 reads 2.66 to 2.78 now; the Xeon read 2.57
  * to 2.95 before the two-block passes and the scratch on cache lines (which
- * took the Zen 4 from 3.02-3.35 down), 2.15 to 2.18 after them (two full
- * runs and two of this bench alone), and 2.58 to 2.71 with the AVX2 path
- * forced; the Zen 5 has not run since the float32 magnitudes.  The Zen 3
+ * took the Zen 4 from 3.02-3.35 down), 2.15 to 2.18 after them in two full
+ * runs and 2.10 to 2.18 in two of this bench alone, and 2.58 to 2.71 with
+ * the AVX2 path forced; the Zen 5 has not run since the float32 magnitudes.  The Zen 3
  * (AVX2 only) read 3.50 to 3.62 with the 6 x 8 tiles in two `make bench`
  * runs, when this matmul took 80 to 85 ms, the candidate (this matmul
  * itself) as long, the checks 21 ms and the oracle 155 to 190 ms.  The
@@ -53,9 +53,10 @@
  * packed at once (slower), 48, 144 or 192 rows of x a block (no better,
  * worse), x broadcast when packed (slower in L1), and magnitude tiles two
  * panels wide (4.8 where 3.8 multiply-adds a ns in L1, yet slower in the
- * oracle).  So the one-thread limit is the issue's 3.0 on the path the
- * CPU picks, and a guard at 5 on a lower path forced by TK_ISA (the
- * portable path, SSE2 float64 sums when forced on x86, reads 42 to 50x).
+ * oracle).  So the one-thread limit is the issue's 3.0 on the vector path
+ * the CPU picks, and a guard at 5 on a lower path forced by TK_ISA or on a
+ * CPU with the portable C alone (that path, SSE2 float64 sums when forced
+ * on x86, reads 42 to 50x).
  * On two threads the sums start beside the candidate and the checks after
  * them split by rows:
  * 1.45 to 1.84 on the Xeon, 2.27 to 2.35 on the Zen 5, 1.6 to 1.96 on the
@@ -73,8 +74,8 @@
 
 #define D 1024
 #define REPS 9
-#define LIMIT 3.0           /* one thread, on the path the CPU picks */
-#define LIMIT_FORCED 5.0    /* a guard, for a lower path forced by TK_ISA */
+#define LIMIT 3.0           /* one thread, on the vector path the CPU picks */
+#define LIMIT_FORCED 5.0    /* a guard, on a path forced lower or portable C */
 #define LIMIT_2 4.5         /* two threads: a guard (the aim is 3.0) */
 
 static float *x, *y, *out;

@@ -169,10 +169,10 @@ static void tka_init(void)
     static void *volatile probe;
     tka_arm(0, false);
     probe = malloc(1);
-    bool failed = tka_disarm();
+    bool failed = tka_disarm() && !probe;
     free(probe);
-    cr_assert(failed && !probe, "the allocation wrappers are not in effect (under valgrind, "
-              "pass --soname-synonyms=somalloc=nouserintercepts)");
+    cr_assert(failed, "the allocation wrappers are not in effect (under valgrind, pass "
+              "--soname-synonyms=somalloc=nouserintercepts)");
 }
 
 static void tka_arm(long k, bool persist)

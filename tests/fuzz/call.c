@@ -14,11 +14,16 @@
  * function that both sides run on their blocks.  A run must match the
  * reference's status, output bytes (row gaps included), statistics and,
  * inside the body, every field of every block; inputs never change.  A
- * second run of the same call (its block indices kept) must do the same.
- * A body that fails leaves the outputs as they were with undo, and without
- * it each element either as it was or as the complete run leaves it (an
- * output block is written back once).  Failures return a documented status
- * with a message of their own. */
+ * second run of the same call (its block indices kept), and a third after
+ * a dimension is set again, must do the same; a callback map is asked for
+ * every step on every run.  Faults in the maps are found before the body
+ * runs.  A body that fails leaves the outputs as they were with undo, and
+ * without it each element either as it was or as the complete run leaves
+ * it (an output block is written back once), the failing step's block as
+ * it was, and a message that says so.  tk_call_check_padding counts the
+ * elements that differ between zero and NaN fills.  Failures return a
+ * documented status with a message of their own; successes leave the
+ * thread's message as it was. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,6 +51,22 @@ static void fail(int line)
 }
 #define check(ok) ((ok) ? (void)0 : fail(__LINE__))
 
+/* A known failure's message, so that the next failure is seen to write
+ * its own. */
+static char seen[512];
+static void mark(void)
+{
+    check(tk_call_get(NULL, TK_CALL_RANK, NULL) == TK_EINVAL);
+    snprintf(seen, sizeof seen, "%s", tk_last_error_message());
+}
+
+/* A failure wrote a message of its own; a success left it as it was. */
+static void expect_message(int rc)
+{
+    const char *m = tk_last_error_message();
+    check(rc < 0 ? strcmp(m, seen) != 0 && m[0] : strcmp(m, seen) == 0);
+}
+
 enum { MAX_IN = 3, MAX_OUT = 2, MAX_OPS = MAX_IN + MAX_OUT, MAX_STEPS = 6 * 6 * 6 };
 
 typedef struct {
@@ -71,6 +92,7 @@ typedef struct {
     /* The reference's block indices, step by step. */
     int64_t bi[MAX_STEPS][MAX_OPS][2];
     int64_t calls;                        /* body calls in the current run */
+    bool asked[MAX_STEPS][MAX_OPS];       /* a callback map asked, this run */
 } spec;
 
 static const int dtypes[5] = {TK_DTYPE_F32, TK_DTYPE_BF16, TK_DTYPE_F16, TK_DTYPE_F8E4M3FN,
@@ -111,6 +133,7 @@ static int callback_map(void *user, const int64_t *g, int rank, int64_t *row, in
         check(g[a] >= 0 && g[a] < s->grid[a]);
         step = step * s->grid[a] + g[a];
     }
+    s->asked[step][u->op] = true;
     if (step == o->fail_at)
         return 5;
     apply_map(s, o, g, bi);
@@ -128,9 +151,16 @@ typedef struct {
 
 /* Each output element: its resident value (1 on the first visit, when it
  * is NaN), halved, plus every input's element at the same place folded
- * into the input's block, plus a little of the step. */
+ * into the input's block, plus a weighted sum of each input's whole block
+ * (its padding included), plus a little of the step. */
 static void compute(const spec *s, int64_t step, const view *in, view *out)
 {
+    float whole = 0.0f;
+    for (int i = 0; i < s->n_in; i++)
+        for (int64_t r = 0; r < in[i].rows; r++)
+            for (int64_t c = 0; c < in[i].cols; c++)
+                whole += (float)((r * 7 + c * 3) % 5 + 1) * 0.0625f *
+                         in[i].data[r * in[i].ld + c];
     for (int o = 0; o < s->n_out; o++)
         for (int64_t r = 0; r < out[o].rows; r++)
             for (int64_t c = 0; c < out[o].cols; c++) {
@@ -139,7 +169,7 @@ static void compute(const spec *s, int64_t step, const view *in, view *out)
                 for (int i = 0; i < s->n_in; i++)
                     v += (float)(i + 1 + o) *
                          in[i].data[(r % in[i].rows) * in[i].ld + c % in[i].cols];
-                *p = v + 0.25f * (float)step;
+                *p = v + whole + 0.25f * (float)step;
             }
 }
 
@@ -364,17 +394,21 @@ static void run_once(spec *s, tk_call *c, const int *errs, int n_errs, unsigned 
     for (int o = 0; o < s->n_out; o++)
         memcpy(s->op[s->n_in + o].mem, s->op[s->n_in + o].before, s->op[s->n_in + o].bytes);
     s->calls = 0;
+    memset(s->asked, 0, sizeof s->asked);
+    mark();
     int rc = tk_call_run(c, s->n_in, in, s->n_out, out);
-    if (n_errs) {
+    expect_message(rc);
+    if (n_errs) {   /* found before anything runs */
         bool listed = false;
         for (int k = 0; k < n_errs; k++)
             listed |= rc == errs[k];
-        check(listed);
+        check(listed && s->calls == 0);
+    } else if (s->body_fails_at >= 0) {
+        check(rc == TK_ECALLBACK && s->calls == s->body_fails_at + 1);
+        check(s->undo == !strstr(tk_last_error_message(), "partly written"));
     } else {
-        check(rc == (s->body_fails_at >= 0 ? TK_ECALLBACK : TK_OK));
+        check(rc == TK_OK);
     }
-    if (rc < 0)
-        check(tk_last_error_message()[0] != '\0');
     for (int i = 0; i < s->n_in; i++)
         check(memcmp(s->op[i].mem, s->op[i].before, s->op[i].bytes) == 0);
     for (int o = 0; o < s->n_out; o++) {
@@ -382,17 +416,28 @@ static void run_once(spec *s, tk_call *c, const int *errs, int n_errs, unsigned 
         if (rc == TK_OK) {
             check(memcmp(op->mem, want[o], op->bytes) == 0);
         } else if (!n_errs && !s->undo) {
-            /* Each element as it was or as a complete run leaves it. */
+            /* Each element as it was or as a complete run leaves it (a
+             * block is written back once), the failing step's block as it
+             * was. */
             size_t es = (size_t)tk_dtype_size(op->dtype);
             for (size_t e = 0; e < op->bytes; e += es)
                 check(!memcmp(op->mem + e, op->before + e, es) ||
                       !memcmp(op->mem + e, want[o] + e, es));
+            const int64_t *bi = s->bi[s->body_fails_at][s->n_in + o];
+            for (int64_t r = bi[0] * op->br; r < (bi[0] + 1) * op->br && r < op->rows; r++)
+                for (int64_t k = bi[1] * op->bc; k < (bi[1] + 1) * op->bc && k < op->cols; k++) {
+                    size_t at = (size_t)(r * op->stride + k) * es;
+                    check(!memcmp(op->mem + at, op->before + at, es));
+                }
         } else {
             check(memcmp(op->mem, op->before, op->bytes) == 0);
         }
     }
     if (rc == TK_OK) {
         check(s->calls == s->steps);
+        for (int64_t t = 0; t < s->steps; t++)   /* callbacks asked on every run */
+            for (int i = 0; i < s->n_in + s->n_out; i++)
+                check(!s->op[i].callback || s->asked[t][i]);
         double v[6];
         static const int which[6] = {TK_STAT_STEPS, TK_STAT_COPIES_IN, TK_STAT_COPIES_SKIPPED,
                                      TK_STAT_COPIES_OUT, TK_STAT_BYTES_IN, TK_STAT_BYTES_OUT};
@@ -434,7 +479,9 @@ static void check_padding(spec *s, tk_call *c, const int *errs, int n_errs,
         }
     }
     s->calls = 0;
+    mark();
     int rc = tk_call_check_padding(c, s->n_in, in, &changed);
+    expect_message(rc);
     for (int i = 0; i < s->n_in; i++)
         check(memcmp(s->op[i].mem, s->op[i].before, s->op[i].bytes) == 0);
     if (n_errs) {
@@ -507,6 +554,11 @@ static void run_call(bytes *b)
         reference_run(&s, fill, want, &st);
     run_once(&s, c, errs, n_errs, want, &st);
     run_once(&s, c, errs, n_errs, want, &st);   /* its block indices kept */
+    /* Setting a dimension, even as it was, makes them computed again. */
+    check(tk_call_set_dimension(c, s.rank - 1, s.parallel[s.rank - 1] ? TK_DIM_PARALLEL
+                                                                      : TK_DIM_ARBITRARY) ==
+          TK_OK);
+    run_once(&s, c, errs, n_errs, want, &st);
     check_padding(&s, c, errs, n_errs, want);
 
     tk_call_destroy(c);
