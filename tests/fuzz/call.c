@@ -24,9 +24,8 @@
  * elements that differ between zero and NaN fills.  The pipeline simulator
  * on the host device, with fuzzed slot counts, runs the same call: refused
  * for a hazard (TK_ERACE) with nothing run, or with tk_call_run's results
- * and its failures.  Failures return a
- * documented status with a message of their own; successes leave the
- * thread's message as it was. */
+ * and its failures.  Failures return a documented status with a message
+ * of their own; successes leave the thread's message as it was. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
