@@ -550,6 +550,9 @@ typedef int (*tk_progress_fn)(void *user, int64_t case_index, const char *step,
 /* Both of the built-in axpy's arithmetic flags at once (0.6). */
 #define TK_SCHEDULE_XLA_ARITH 13     /* fused and flushed; the contract does neither */
 #define TK_SCHEDULE_NUMPY_ARITH 14   /* rounded twice, subnormals kept; the contract is XLA's */
+/* Both flags where the contract sets one of them (0.6). */
+#define TK_SCHEDULE_FUSED_KEEP_SUBNORMAL 15 /* the contract flushes alone */
+#define TK_SCHEDULE_SEPARATE_FLUSH 16       /* the contract fuses alone */
 #define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
 
 /* Report formats. */

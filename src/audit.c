@@ -1007,11 +1007,12 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
 /* ---- rounding-schedule diagnosis --------------------------------------- */
 
 /* In the order they are named: one change before two. */
-enum { TK__N_SCHEDULES = 9 };
+enum { TK__N_SCHEDULES = 11 };
 static const int tk__schedules[TK__N_SCHEDULES] = {
     TK_SCHEDULE_FINAL_CAST, TK_SCHEDULE_EARLY_ROUND, TK_SCHEDULE_TRUNCATE,
     TK_SCHEDULE_FLUSH_SUBNORMAL, TK_SCHEDULE_FUSED_MULADD, TK_SCHEDULE_SEPARATE_MULADD,
-    TK_SCHEDULE_KEEP_SUBNORMAL, TK_SCHEDULE_XLA_ARITH, TK_SCHEDULE_NUMPY_ARITH};
+    TK_SCHEDULE_KEEP_SUBNORMAL, TK_SCHEDULE_XLA_ARITH, TK_SCHEDULE_NUMPY_ARITH,
+    TK_SCHEDULE_FUSED_KEEP_SUBNORMAL, TK_SCHEDULE_SEPARATE_FLUSH};
 
 /* The arithmetic flags that a schedule toggles in the built-in axpy. */
 static int tk__toggle(int schedule)
@@ -1019,7 +1020,8 @@ static int tk__toggle(int schedule)
     switch (schedule) {
     case TK_SCHEDULE_FLUSH_SUBNORMAL: case TK_SCHEDULE_KEEP_SUBNORMAL: return TK_ARITH_FTZ;
     case TK_SCHEDULE_FUSED_MULADD: case TK_SCHEDULE_SEPARATE_MULADD: return TK_ARITH_FMA;
-    case TK_SCHEDULE_XLA_ARITH: case TK_SCHEDULE_NUMPY_ARITH: return TK_ARITH_XLA;
+    case TK_SCHEDULE_XLA_ARITH: case TK_SCHEDULE_NUMPY_ARITH:
+    case TK_SCHEDULE_FUSED_KEEP_SUBNORMAL: case TK_SCHEDULE_SEPARATE_FLUSH: return TK_ARITH_XLA;
     default: return 0;
     }
 }
@@ -1037,6 +1039,8 @@ static bool tk__applies(const tk_kernel *k, int dtype, int schedule)
     case TK_SCHEDULE_SEPARATE_MULADD: return k->is_axpy && (arith & TK_ARITH_FMA);
     case TK_SCHEDULE_XLA_ARITH: return k->is_axpy && arith == TK_ARITH_NUMPY;
     case TK_SCHEDULE_NUMPY_ARITH: return k->is_axpy && arith == TK_ARITH_XLA;
+    case TK_SCHEDULE_FUSED_KEEP_SUBNORMAL: return k->is_axpy && arith == TK_ARITH_FTZ;
+    case TK_SCHEDULE_SEPARATE_FLUSH: return k->is_axpy && arith == TK_ARITH_FMA;
     default: return true;
     }
 }
@@ -1361,6 +1365,8 @@ const char *tk_audit_schedule_name(int schedule)
     case TK_SCHEDULE_NO_INIT: return "missing-initialization";
     case TK_SCHEDULE_XLA_ARITH: return "xla-arithmetic";
     case TK_SCHEDULE_NUMPY_ARITH: return "numpy-arithmetic";
+    case TK_SCHEDULE_FUSED_KEEP_SUBNORMAL: return "fused-subnormals-kept";
+    case TK_SCHEDULE_SEPARATE_FLUSH: return "separate-subnormal-flush";
     default: return NULL;
     }
 }

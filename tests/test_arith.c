@@ -305,10 +305,15 @@ Test(arith, the_audit_passes_the_declared_arithmetic_and_names_the_others)
         got = audit(TK_ARITH_NUMPY, TK_ARITH_XLA, dtype, true);
         cr_assert_eq(got, differs ? TK_SCHEDULE_XLA_ARITH : TK_SCHEDULE_FLUSH_SUBNORMAL,
                      "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
-        /* Only the two arithmetics themselves: FMA alone against FTZ alone is
-         * no one's. */
-        cr_assert_eq(audit(TK_ARITH_FMA, TK_ARITH_FTZ, dtype, true), differs
-                     ? TK_SCHEDULE_UNKNOWN : TK_SCHEDULE_FLUSH_SUBNORMAL);
+        /* A contract with one flag against a candidate with the other:
+         * both changed. */
+        got = audit(TK_ARITH_FMA, TK_ARITH_FTZ, dtype, true);
+        cr_assert_eq(got, differs ? TK_SCHEDULE_SEPARATE_FLUSH : TK_SCHEDULE_FLUSH_SUBNORMAL,
+                     "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
+        got = audit(TK_ARITH_FTZ, TK_ARITH_FMA, dtype, true);
+        cr_assert_eq(got, differs ? TK_SCHEDULE_FUSED_KEEP_SUBNORMAL
+                                  : TK_SCHEDULE_KEEP_SUBNORMAL,
+                     "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
     }
     cr_assert_eq(fusing_shows(TK_DTYPE_F32), true, "the f32 data must show fusing");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_XLA_ARITH), "xla-arithmetic");
@@ -317,4 +322,8 @@ Test(arith, the_audit_passes_the_declared_arithmetic_and_names_the_others)
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_MULADD),
                      "separate-multiply-add");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_KEEP_SUBNORMAL), "subnormals-kept");
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_FUSED_KEEP_SUBNORMAL),
+                     "fused-subnormals-kept");
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_FLUSH),
+                     "separate-subnormal-flush");
 }

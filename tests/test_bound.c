@@ -286,7 +286,7 @@ Test(bound, wrong_kernels_are_named)
     }
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL), "k-tail-dropped");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT), "missing-initialization");
-    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_NUMPY_ARITH + 1));
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_FLUSH + 1));
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */

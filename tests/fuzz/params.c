@@ -583,7 +583,7 @@ static int64_t check_case(const audit_state *s, int64_t i, double atol, double r
         check(why == TK_SCHEDULE_FINAL_CAST || why == TK_SCHEDULE_EARLY_ROUND);
     else   /* an elementwise schedule, or none */
         check((why >= TK_SCHEDULE_UNKNOWN && why <= TK_SCHEDULE_KEEP_SUBNORMAL) ||
-              why == TK_SCHEDULE_XLA_ARITH || why == TK_SCHEDULE_NUMPY_ARITH);
+              (why >= TK_SCHEDULE_XLA_ARITH && why <= TK_SCHEDULE_SEPARATE_FLUSH));
     check(tk_audit_schedule_name((int)why) != NULL);
     return mism;
 }
