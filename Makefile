@@ -155,7 +155,7 @@ valgrind: tests
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZERS := $(patsubst tests/fuzz/%.c,build/fuzz/bin/%,$(sort $(wildcard tests/fuzz/*.c)))
-build/fuzz/bin/%: tests/fuzz/%.c $(HDR)
+build/fuzz/bin/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(HDR)
 	@mkdir -p build/fuzz/bin
 	clang $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -g -o $@ $< \
 	    build/fuzz/lib/libtilekern.a $(LDLIBS)

@@ -25,25 +25,7 @@
 #include <string.h>
 #include <tilekern.h>
 
-typedef struct { const unsigned char *p; size_t n; } bytes;
-
-/* An int in [lo, hi]; lo once the bytes run out. */
-static int take(bytes *b, int lo, int hi)
-{
-    int v = b->n ? b->p[0] : 0;
-    if (b->n) {
-        b->p++;
-        b->n--;
-    }
-    return lo + v % (hi - lo + 1);
-}
-
-static void fail(int line)
-{
-    fprintf(stderr, "bound.c:%d: check failed\n", line);
-    abort();
-}
-#define check(ok) ((ok) ? (void)0 : fail(__LINE__))
+#include "fuzz.h"
 
 enum { ORDER_K, ORDER_REVERSED, ORDER_BLOCKED, ORDER_PAIRWISE, ORDER_SHUFFLED, ORDERS };
 enum { CORRECT, UNWRITTEN, FAR_OFF, KINDS };

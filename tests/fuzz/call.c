@@ -34,26 +34,7 @@
 #include <string.h>
 #include <tilekern.h>
 
-typedef struct { const unsigned char *p; size_t n; } bytes;
-
-/* An int in [lo, hi]; lo once the bytes run out, so rare choices are the
- * high ones and a short input is a plain call. */
-static int take(bytes *b, int lo, int hi)
-{
-    int v = b->n ? b->p[0] : 0;
-    if (b->n) {
-        b->p++;
-        b->n--;
-    }
-    return lo + v % (hi - lo + 1);
-}
-
-static void fail(int line)
-{
-    fprintf(stderr, "call.c:%d: check failed\n", line);
-    abort();
-}
-#define check(ok) ((ok) ? (void)0 : fail(__LINE__))
+#include "fuzz.h"
 
 /* A known failure's message, so that the next failure is seen to write
  * its own. */

@@ -31,23 +31,7 @@
 #include <unistd.h>
 #include <tilekern.h>
 
-typedef struct { const unsigned char *p; size_t n; } bytes;
-
-static int take(bytes *b, int lo, int hi)  /* an int in [lo, hi] */
-{
-    int v = b->n ? b->p[0] : 0;
-    if (b->n) {
-        b->p++;
-        b->n--;
-    }
-    return lo + v % (hi - lo + 1);
-}
-
-static void check(int ok)
-{
-    if (!ok)
-        abort();
-}
+#include "fuzz.h"
 
 /* The thread's message as st() last saw it. */
 static char seen[512];
