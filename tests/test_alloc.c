@@ -157,24 +157,6 @@ static int tka_find(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-static void tka_arm(long k, bool persist);
-static bool tka_disarm(void);
-
-static void tka_init(void)
-{
-    dl_iterate_phdr(tka_find, NULL);
-    cr_assert(tka_hi > tka_lo, "libtilekern's code not found among the loaded objects");
-    /* The wrappers must be the program's malloc (valgrind, say, replaces
-     * it unless told not to); else every sweep would pass, failing nothing. */
-    static void *volatile probe;
-    tka_arm(0, false);
-    probe = malloc(1);
-    bool failed = tka_disarm() && !probe;
-    free(probe);
-    cr_assert(failed, "the allocation wrappers are not in effect (under valgrind, pass "
-              "--soname-synonyms=somalloc=nouserintercepts)");
-}
-
 static void tka_arm(long k, bool persist)
 {
     atomic_store(&tka_failed, false);
@@ -190,6 +172,21 @@ static bool tka_disarm(void)
     atomic_store(&tka_armed, false);
     tka_caller = false;
     return atomic_load(&tka_failed);
+}
+
+static void tka_init(void)
+{
+    dl_iterate_phdr(tka_find, NULL);
+    cr_assert(tka_hi > tka_lo, "libtilekern's code not found among the loaded objects");
+    /* The wrappers must be the program's malloc (valgrind, say, replaces
+     * it unless told not to); else every sweep would pass, failing nothing. */
+    static void *volatile probe;
+    tka_arm(0, false);
+    probe = malloc(1);
+    bool failed = tka_disarm() && !probe;
+    free(probe);
+    cr_assert(failed, "the allocation wrappers are not in effect (under valgrind, pass "
+              "--soname-synonyms=somalloc=nouserintercepts)");
 }
 
 static void tka_track(void)

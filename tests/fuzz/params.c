@@ -33,31 +33,6 @@
 
 #include "fuzz.h"
 
-/* The thread's message as st() last saw it. */
-static char seen[512];
-
-/* Overwrite the thread's message with a known failure's, so that the next
- * failure is seen to write its own. */
-static void mark(void)
-{
-    check(tk_audit_case_count(NULL) == TK_EINVAL);
-    snprintf(seen, sizeof seen, "%s", tk_last_error_message());
-}
-
-/* rc, once the thread's message agrees with it: a failure wrote a
- * non-empty message of its own, a success left the message as it was. */
-static int st(int rc)
-{
-    const char *m = tk_last_error_message();
-    if (rc < 0) {
-        check(m[0] != '\0' && strcmp(m, seen) != 0);
-        mark();
-    } else {
-        check(strcmp(m, seen) == 0);
-    }
-    return rc;
-}
-
 static bool is_float_dtype(int dtype)
 {
     return tk_dtype_size(dtype) != 0 && dtype != TK_DTYPE_I32;
