@@ -3,12 +3,17 @@
 #ifndef TK_BENCH_H
 #define TK_BENCH_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <tilekern.h>
+
+/* In native.c (-O3 -march=native), as the baselines below. */
+void bench_stream_copy(void *restrict dst, const void *restrict src, size_t bytes);
 
 static inline double bench_now(void)
 {
@@ -66,7 +71,14 @@ static inline void bench_build_line(const char *prog)
         }
     if (f)
         fclose(f);
-    printf("%s: build: %s; cpu model: %s\n", prog, tk_build_info(), model);
+    /* The last-level cache: 64 MiB operands fit in some (a Xeon's 260 MiB). */
+    char llc[32] = "unknown";
+    if ((f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r"))) {
+        if (fgets(llc, sizeof llc, f))
+            llc[strcspn(llc, "\n")] = 0;
+        fclose(f);
+    }
+    printf("%s: build: %s; cpu model: %s; L3: %s\n", prog, tk_build_info(), model, llc);
 }
 
 /* Whether the library runs the vector path this CPU picks, as a user gets
@@ -82,11 +94,58 @@ static inline int bench_on_cpus_path(void)
     return n == strcspn(cpu + 5, " ") && strncmp(isa + 4, cpu + 5, n) == 0;
 }
 
+/* The copy a ratio `_vs_memcpy` or `_of_memcpy` is taken against: the
+ * faster of glibc's memcpy (median t_memcpy) and a copy by streaming
+ * stores (t_stream), timed in the same rounds; says which, and by how much. */
+static inline double bench_faster_copy(const char *name, double t_memcpy, double t_stream)
+{
+    printf("%s_streaming_copy_vs_memcpy: %.2f\n", name, t_stream / t_memcpy);
+    return t_stream < t_memcpy ? t_stream : t_memcpy;
+}
+
+struct bench_half {
+    char *dst;
+    const char *src;
+    size_t bytes;
+    bool stream;
+};
+
+static void *bench_copy_half(void *arg)
+{
+    const struct bench_half *h = arg;
+    if (h->stream)
+        bench_stream_copy(h->dst, h->src, h->bytes);
+    else
+        memcpy(h->dst, h->src, h->bytes);
+    return NULL;
+}
+
+/* A copy on two threads, half each (`stream`: by streaming stores): the
+ * bandwidth two cores reach. */
+static inline void bench_copy_2_threads(void *dst, const void *src, size_t bytes, bool stream)
+{
+    size_t half = bytes / 2;
+    struct bench_half h[2] = {{dst, src, half, stream},
+                              {(char *)dst + half, (const char *)src + half, bytes - half,
+                               stream}};
+    pthread_t t;
+    if (pthread_create(&t, NULL, bench_copy_half, &h[1])) {
+        fprintf(stderr, "bench: no second thread\n");
+        exit(1);
+    }
+    bench_copy_half(&h[0]);
+    pthread_join(t, NULL);
+}
+
 /* The baselines, in native.c: compiled with -O3 -march=native. */
 void bench_fused_f32(const float *restrict x, const float *restrict y, float *restrict out,
                      size_t n, float alpha);
 void bench_fused_bf16(const uint16_t *restrict x, const uint16_t *restrict y,
                       uint16_t *restrict out, size_t n, float alpha);
+void bench_fused_f32_stream(const float *restrict x, const float *restrict y,
+                            float *restrict out, size_t n, float alpha);
+void bench_fused_bf16_stream(const uint16_t *restrict x, const uint16_t *restrict y,
+                             uint16_t *restrict out, size_t n, float alpha);
 int bench_axpy_body(void *user, int64_t rows, int64_t cols, int64_t ld,
                     const float *const *in, float *out);
 void bench_block_axpy(const float *x, int64_t ldx, const float *y, int64_t ldy, float *o,

@@ -5,8 +5,18 @@
  * the represented-input oracle, the original reference, every metric) takes
  * at most 3x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
  * (-O3 -march=native, native.c), timed interleaved in the same run (median
- * of 15), on the vector path the CPU picks; with TK_ISA forcing a lower
- * path, or on a CPU with the portable C alone, that limit is a guard at 6.  Since the stored inputs and the
+ * of 15).  The baseline is the faster of two loops a user could write: the
+ * plain one, and one that writes its output by streaming stores (0.66 to
+ * 0.70 of the plain one's time on an AVX-512 Intel Xeon, whose 260 MiB L3
+ * keeps gcc's loop and glibc's memcpy from streaming at 64 MiB).  Against
+ * it the Xeon reads 3.3 on one thread, where it reads 2.2 against the plain
+ * loop alone (printed beside, `_vs_plain_fused_f32`): the target of 3.0 is
+ * not met on one thread, and LIMIT is a guard at 4.5 on the CPU's own path
+ * (9 with TK_ISA forcing a lower path, or on a CPU with the portable C
+ * alone).  On two threads the Xeon reads 2.0 (guard 4.5).
+ *
+ * The history, measured against the plain loop alone, where the target
+ * was a limit.  Since the stored inputs and the
  * oracle of large cases go out by streaming stores (AVX-512 bf16 loops
  * beside them), one thread measures 2.6 to 3.0 on an AVX-512 AMD EPYC
  * (Zen 5), where it was 3.5 to 3.9 (3.1 once); on an AVX-512 Intel Xeon
@@ -24,8 +34,7 @@
  * before the streaming stores).  On two threads
  * (TK_KERNEL_THREADS 2, the machine's cores) the Zen 5 reads 1.9 to 2.7,
  * and as much as the one thread in the runs where the VM's second core
- * gives no speedup (1.0 instead of 1.3 to 1.5): that limit is a guard at
- * 4.0.  An AVX2 AMD EPYC (Zen 3, its own AVX2 loops) read 3.02 to 3.09
+ * gives no speedup (1.0 instead of 1.3 to 1.5).  An AVX2 AMD EPYC (Zen 3, its own AVX2 loops) read 3.02 to 3.09
  * in two full `make bench` runs (4.22 in one right after a build) and 2.9
  * to 3.5 in alternating runs of a plain driver, 2.07 to 2.66 on two
  * threads.  There the pass that stores the inputs and the oracle takes
@@ -43,7 +52,7 @@
  * 2.29 to 2.43 with the AVX2 path forced, its one loop included (1.44 to
  * 1.55 on two threads).  On every machine measured since (the Xeon and the
  * Zen 3) the CPU's own path has met 3.0 in every run, the Zen 3 by a tenth
- * or two: hence the limit.
+ * or two.
  * Prints `name: ratio` and exits 1 when a ratio is over its limit. */
 #include "bench.h"
 
@@ -54,9 +63,9 @@
 #define COLS 4096
 #define N ((size_t)ROWS * COLS)
 #define REPS 15
-#define LIMIT 3.0          /* on the vector path the CPU picks */
-#define LIMIT_FORCED 6.0   /* a guard, on a path forced lower or portable C */
-#define LIMIT_2_THREADS 4.0   /* a guard; the target is 3.0 */
+#define LIMIT 4.5          /* a guard on the vector path the CPU picks; the target is 3.0 */
+#define LIMIT_FORCED 9.0   /* a guard, on a path forced lower or portable C */
+#define LIMIT_2_THREADS 4.5   /* a guard; the target is 3.0 */
 
 static float *x, *y, *out;
 static tk_audit *audit, *audit2;
@@ -65,6 +74,26 @@ static void run_fused(void *ctx)
 {
     (void)ctx;
     bench_fused_f32(x, y, out, N, 2.0f);
+}
+
+static void run_fused_stream(void *ctx)
+{
+    (void)ctx;
+    bench_fused_f32_stream(x, y, out, N, 2.0f);
+}
+
+/* A copy of x into out, the same 64 MiB; ctx non-NULL: by streaming stores. */
+static void run_copy(void *ctx)
+{
+    if (ctx)
+        bench_stream_copy(out, x, N * sizeof *x);
+    else
+        memcpy(out, x, N * sizeof *x);
+}
+
+static void run_copy_2_threads(void *ctx)
+{
+    bench_copy_2_threads(out, x, N * sizeof *x, ctx != NULL);
 }
 
 static void run_audit(void *ctx)
@@ -116,20 +145,29 @@ int main(void)
         fprintf(stderr, "bench_audit: %s\n", tk_last_error_message());
         return 1;
     }
-    bench_fn fns[3] = {run_audit, run_fused, run_audit};
-    void *ctx[3] = {NULL, NULL, audit2};
-    double med[3], gap = 0.0;
-    bench_interleaved(fns, ctx, 3, REPS, med);
+    bench_fn fns[8] = {run_audit, run_fused, run_audit, run_fused_stream,
+                       run_copy, run_copy, run_copy_2_threads, run_copy_2_threads};
+    void *ctx[8] = {NULL, NULL, audit2, NULL, NULL, x, NULL, x};
+    double med[8], gap = 0.0;
+    bench_interleaved(fns, ctx, 8, REPS, med);
     /* The audit did its work: a bf16 gap exists and was measured. */
     tk_audit_result(audit, 0, TK_AUDIT_GAP_MAX_ABS, &gap);
     if (!(gap > 0.0)) {
         fprintf(stderr, "bench_audit: no gap measured\n");
         return 1;
     }
-    double ratio = med[0] / med[1], ratio2 = med[2] / med[1];
+    /* The baseline: the faster of the plain and the streaming loop. */
+    double fused = med[3] < med[1] ? med[3] : med[1];
+    double ratio = med[0] / fused, ratio2 = med[2] / fused;
+    printf("audit_fused_streaming_vs_plain: %.2f\n", med[3] / med[1]);
     printf("audit_bf16_4096x4096_vs_fused_f32: %.2f\n", ratio);
+    printf("audit_bf16_4096x4096_vs_plain_fused_f32: %.2f\n", med[0] / med[1]);
     printf("audit_bf16_4096x4096_2_threads_speedup: %.2f\n", med[0] / med[2]);
     printf("audit_bf16_4096x4096_2_threads_vs_fused_f32: %.2f\n", ratio2);
+    /* What a second core buys a copy, the audit's ceiling. */
+    double copy1 = bench_faster_copy("audit_1_thread", med[4], med[5]);
+    double copy2 = bench_faster_copy("audit_2_threads", med[6], med[7]);
+    printf("audit_memcpy_2_threads_speedup: %.2f\n", copy1 / copy2);
     double limit = bench_on_cpus_path() ? LIMIT : LIMIT_FORCED;
     if (ratio > limit)
         fprintf(stderr, "bench_audit: %.2f is over the %.2fx limit\n", ratio, limit);

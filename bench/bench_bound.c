@@ -6,7 +6,7 @@
  * reference; the bound of every element) against a plain blocked f32
  * matmul on the same shape (the i-k-j loop over 64-wide k blocks that a
  * user writes first, in native.c: -O3 -march=native), timed interleaved in
- * the same run (median of 9), on one thread and on two (TK_KERNEL_THREADS
+ * the same run (median of 15), on one thread and on two (TK_KERNEL_THREADS
  * of the contract: the oracle's and the diagnosis's passes split by rows).
  * The candidate alone is one baseline.  The oracle's sums (the stored
  * data's and the original data's in float64; the magnitudes' in float32
@@ -73,7 +73,7 @@
 #include <tilekern.h>
 
 #define D 1024
-#define REPS 9
+#define REPS 15
 #define LIMIT 3.0           /* one thread, on the vector path the CPU picks */
 #define LIMIT_FORCED 5.0    /* a guard, on a path forced lower or portable C */
 #define LIMIT_2 4.5         /* two threads: a guard (the aim is 3.0) */

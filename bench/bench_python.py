@@ -22,6 +22,8 @@ LIMIT = 1.1
 
 
 def main(candidate_so):
+    info = tk.build_info()
+    print("bench_python: build: " + " ".join(f"{k}={v}" for k, v in info.items()))
     rng = np.random.default_rng(7)
     x = rng.uniform(-4, 4, (ROWS, COLS)).astype(np.float32)
     y = rng.uniform(-4, 4, (ROWS, COLS)).astype(np.float32)
