@@ -3,11 +3,14 @@
  * The requirement: converting a 64 MiB f32 buffer (tk_bf16_from_f32_n) and
  * expanding its bf16 image back into 64 MiB of f32 (tk_bf16_to_f32_n) each
  * take at most 1.05x a copy of the same 64 MiB source into a 64 MiB
- * destination, timed interleaved in the same run (median of 15), on the
+ * destination, timed interleaved in the same run (median of 25), on the
  * dispatched path.  The copy is the faster of memcpy and a copy by
  * streaming stores: an Intel Xeon with 260 MiB of L3, where glibc's
  * memcpy does not stream at 64 MiB and the streaming copy takes 0.6 of its
- * time, reads 0.84 to 0.93 narrowing and 0.91 to 1.01 widening.  Against
+ * time, reads 0.84 to 1.04 narrowing (1.00 to 1.20 when the staged blocks
+ * went out by four 16-byte streaming stores a line, 1.01 to 1.21 with one
+ * stream read ahead instead of four) and 0.72 to 0.83 widening (0.85 to
+ * 1.05 with 16-byte stores): narrowing has no room left there.  Against
  * memcpy alone (0.55 to 0.66 with AVX2 or AVX-512 on an AMD EPYC; on an
  * AVX-512 Intel Xeon 0.76 to 0.92 narrowing and 0.72 to 0.79 widening,
  * 1.24 and 1.30 before large destinations were streamed, 0.55 to 0.57 and
@@ -22,7 +25,7 @@
 #include <tilekern.h>
 
 #define N ((size_t)16 << 20)   /* floats: 64 MiB */
-#define REPS 15
+#define REPS 25
 #define LIMIT 1.05
 
 static float *f32_src, *f32_dst, *copy_dst;

@@ -385,15 +385,20 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 #if TK__ISA_X86
 #include <immintrin.h>
 
+/* u + 0x7FFF + its bit 16 on sixteen lanes: TK__BF16_ROUND before the low
+ * half goes. */
+TK__ON_AVX512 static inline __m512i tk__bf16_biased_512(__m512i u)
+{
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+}
+
 /* TK__BF16_ROUND on sixteen lanes, NaNs by mask: each lane's f32 bits
  * with the low half cleared. */
 TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
 {
     __m512i u = _mm512_castps_si512(v);
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(
-                                                          _mm512_set1_epi32(0x7FFF), odd)),
-                                 _mm512_set1_epi32((int)0xFFFF0000u));
+    __m512i r = _mm512_and_si512(tk__bf16_biased_512(u), _mm512_set1_epi32((int)0xFFFF0000u));
     return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
                                 _mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)),
                                 _mm512_set1_epi32(0x7FC00000));
@@ -715,12 +720,17 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
 
 /* ---- the built-in axpy's first pass in one loop -------------------------
  * For the built-in axpy of the default arithmetic in bfloat16 on the AVX2
- * path, the stores of the inputs, both bodies and the cast run as one loop
- * per block, on registers, instead of five over buffers.  On an AMD EPYC
+ * and AVX-512 paths, the stores of the inputs, both bodies and the cast
+ * run as one loop per block, on registers, instead of five over buffers.
+ * On an Intel Xeon (AVX-512) the 4096x4096 audit then read 2.9 to 3.0 the
+ * fused f32 loop with streaming stores, where it read 3.3 to 3.4 with the
+ * five loops; there the AVX-512 loop streams its three planes (with
+ * ordinary stores it read 3.25 to 3.4, and filling the candidate's output
+ * in the same loop, a fourth streamed plane, 3.0 to 3.1).  On an AMD EPYC
  * Zen 3, where the pass was bound by its instructions, the pass took 1.02
  * ns an element in cache where it took 1.32, and the audit of a 4096x4096
  * case read 2.64 to 2.90 the plain f32 axpy loop where it read 3.10 to
- * 3.32, in alternating runs.  Its stores are ordinary ones, also on planes
+ * 3.32, in alternating runs.  The AVX2 loop's stores are ordinary ones, also on planes
  * that the general path writes by streaming stores: streaming the three
  * planes at once made this loop slower there (22 ms a pass against 17 in a
  * prototype).  Each element goes through the general path's separately
@@ -752,6 +762,37 @@ TK__ON_AVX2 static inline uint32_t tk__max_lanes_u_256(__m256i m)
     __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
     h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
     return (uint32_t)_mm_cvtsi128_si32(_mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1)));
+}
+
+/* Elements [j, n) of a block of the one-loop pass, one at a time, with the
+ * vector loop's maxima in top[] (bits of |x|); false, with part[]
+ * untouched, where a NaN turned up. */
+static bool tk__first_pass_tail(float alpha, const float *restrict x, const float *restrict y,
+                                uint16_t *restrict sx, uint16_t *restrict sy,
+                                uint16_t *restrict d, float *restrict o, float *restrict ref,
+                                int64_t j, int64_t n, uint32_t top[3], int32_t part[3])
+{
+    for (; j < n; j++) {
+        uint32_t wx = tk__bf16_round(tk__f32_bits(x[j]));
+        uint32_t wy = tk__bf16_round(tk__f32_bits(y[j]));
+        float t = alpha * tk__f32_value(wx) + tk__f32_value(wy), e = alpha * x[j] + y[j];
+        uint32_t wo = tk__bf16_round(tk__f32_bits(t));
+        sx[j] = (uint16_t)(wx >> 16);
+        sy[j] = (uint16_t)(wy >> 16);
+        d[j] = (uint16_t)(wo >> 16);
+        o[j] = tk__f32_value(wo);
+        ref[j] = e;
+        float diff[3] = {t - e, o[j] - t, e};
+        for (int i = 0; i < 3; i++) {
+            uint32_t u = tk__f32_bits(diff[i]) & 0x7FFFFFFFu;
+            top[i] = u > top[i] ? u : top[i];
+        }
+    }
+    if (top[0] > 0x7F800000u || top[1] > 0x7F800000u || top[2] > 0x7F800000u)
+        return false;
+    for (int i = 0; i < 3; i++)
+        part[i] = (int32_t)top[i];
+    return true;
 }
 
 /* One block: the stored inputs to sx and sy, the oracle's codes to d and
@@ -796,44 +837,93 @@ TK__ON_AVX2 static bool tk__first_pass_axpy_256(float alpha, const float *restri
     }
     uint32_t top[3] = {tk__max_lanes_u_256(in_part) >> 1, tk__max_lanes_u_256(out_part) >> 1,
                        tk__max_lanes_u_256(scale) >> 1};
-    for (; j < n; j++) {
-        uint32_t wx = tk__bf16_round(tk__f32_bits(x[j]));
-        uint32_t wy = tk__bf16_round(tk__f32_bits(y[j]));
-        float t = alpha * tk__f32_value(wx) + tk__f32_value(wy), e = alpha * x[j] + y[j];
-        uint32_t wo = tk__bf16_round(tk__f32_bits(t));
-        sx[j] = (uint16_t)(wx >> 16);
-        sy[j] = (uint16_t)(wy >> 16);
-        d[j] = (uint16_t)(wo >> 16);
-        o[j] = tk__f32_value(wo);
-        ref[j] = e;
-        float diff[3] = {t - e, o[j] - t, e};
-        for (int i = 0; i < 3; i++) {
-            uint32_t u = tk__f32_bits(diff[i]) & 0x7FFFFFFFu;
-            top[i] = u > top[i] ? u : top[i];
-        }
+    return tk__first_pass_tail(alpha, x, y, sx, sy, d, o, ref, j, n, top, part);
+}
+
+/* The same loop on the AVX-512 path, sixteen lanes a vector; the three
+ * planes go out by streaming stores where `stream` (the caller has checked
+ * that each starts a half line), as the general path's loops store them. */
+TK__ON_AVX512 static inline __m512i tk__bf16_codes_512(__m512 v)
+{
+    return _mm512_srli_epi32(tk__bf16_biased_512(_mm512_castps_si512(v)), 16);
+}
+
+TK__ON_AVX512 static inline void tk__bf16_put_codes_512(uint16_t *d, __m512i c, bool stream)
+{
+    __m256i h = _mm512_cvtepi32_epi16(c);
+    if (stream)
+        _mm256_stream_si256((__m256i *)(void *)d, h);
+    else
+        _mm256_storeu_si256((__m256i *)(void *)d, h);
+}
+
+TK__ON_AVX512 static inline __m512i tk__max_twice_512(__m512i m, __m512 v)
+{
+    return _mm512_max_epu32(m, _mm512_slli_epi32(_mm512_castps_si512(v), 1));
+}
+
+TK__ON_AVX512 static bool tk__first_pass_axpy_512(float alpha, const float *restrict x,
+                                                  const float *restrict y, uint16_t *restrict sx,
+                                                  uint16_t *restrict sy, uint16_t *restrict d,
+                                                  float *restrict o, float *restrict ref,
+                                                  int64_t n, int32_t part[3], bool stream,
+                                                  const tk__ahead *ahead)
+{
+    const __m512 a = _mm512_set1_ps(alpha);
+    __m512i in_part = _mm512_set1_epi32((int32_t)((uint32_t)part[0] << 1)),
+            out_part = _mm512_set1_epi32((int32_t)((uint32_t)part[1] << 1)),
+            scale = _mm512_set1_epi32((int32_t)((uint32_t)part[2] << 1));
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        if (j % 64 == 0)
+            tk__prefetch_ahead(ahead, 2, j, 4);
+        __m512 vx = _mm512_loadu_ps(x + j), vy = _mm512_loadu_ps(y + j);
+        __m512i cx = tk__bf16_codes_512(vx), cy = tk__bf16_codes_512(vy);
+        tk__bf16_put_codes_512(sx + j, cx, stream);
+        tk__bf16_put_codes_512(sy + j, cy, stream);
+        __m512 t = _mm512_add_ps(
+            _mm512_mul_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(cx, 16))),
+            _mm512_castsi512_ps(_mm512_slli_epi32(cy, 16)));
+        __m512 e = _mm512_add_ps(_mm512_mul_ps(a, vx), vy);
+        __m512i co = tk__bf16_codes_512(t);
+        __m512 oj = _mm512_castsi512_ps(_mm512_slli_epi32(co, 16));
+        _mm512_storeu_ps(o + j, oj);
+        _mm512_storeu_ps(ref + j, e);
+        in_part = tk__max_twice_512(in_part, _mm512_sub_ps(t, e));
+        out_part = tk__max_twice_512(out_part, _mm512_sub_ps(oj, t));
+        scale = tk__max_twice_512(scale, e);
+        tk__bf16_put_codes_512(d + j, co, stream);
     }
-    if (top[0] > 0x7F800000u || top[1] > 0x7F800000u || top[2] > 0x7F800000u)
-        return false;
-    for (int i = 0; i < 3; i++)
-        part[i] = (int32_t)top[i];
-    return true;
+    uint32_t top[3] = {_mm512_reduce_max_epu32(in_part) >> 1,
+                       _mm512_reduce_max_epu32(out_part) >> 1,
+                       _mm512_reduce_max_epu32(scale) >> 1};
+    return tk__first_pass_tail(alpha, x, y, sx, sy, d, o, ref, j, n, top, part);
 }
 #endif
 
-/* The block by tk__first_pass_axpy_256 where the contract is the built-in
- * axpy of the default arithmetic, the case bfloat16 and the path AVX2;
- * false where it was not done. */
+/* The block in one loop where the contract is the built-in axpy of the
+ * default arithmetic and the case bfloat16, on the AVX-512 and AVX2
+ * paths; `stream`: the planes may go out by streaming stores (AVX-512).
+ * False where it was not done. */
 static bool tk__first_pass_axpy(const tk_kernel *k, int dtype, const float *const *orig,
                                 void *const *stored, void *oracle, float *o, float *ref,
-                                int64_t n, int32_t part[3], const tk__ahead *ahead)
+                                int64_t n, int32_t part[3], bool stream, const tk__ahead *ahead)
 {
 #if TK__ISA_X86
-    if (k->is_axpy && !k->axpy.arith && dtype == TK_DTYPE_BF16 && tk__isa() == TK__ISA_AVX2)
+    if (!k->is_axpy || k->axpy.arith || dtype != TK_DTYPE_BF16)
+        return false;
+    if (tk__isa() == TK__ISA_AVX512) {
+        stream = stream && (uintptr_t)stored[0] % 32 == 0 && (uintptr_t)stored[1] % 32 == 0 &&
+                 (uintptr_t)oracle % 32 == 0;
+        return tk__first_pass_axpy_512(k->axpy.alpha, orig[0], orig[1], stored[0], stored[1],
+                                       oracle, o, ref, n, part, stream, ahead);
+    }
+    if (tk__isa() == TK__ISA_AVX2)
         return tk__first_pass_axpy_256(k->axpy.alpha, orig[0], orig[1], stored[0], stored[1],
                                        oracle, o, ref, n, part, ahead);
 #else
     (void)k, (void)dtype, (void)orig, (void)stored, (void)oracle, (void)o, (void)ref,
-        (void)n, (void)part, (void)ahead;
+        (void)n, (void)part, (void)stream, (void)ahead;
 #endif
     return false;
 }
@@ -901,8 +991,8 @@ static void *tk__measure_share(void *arg)
                            .far = rest - B < B ? rest - B : B};
         for (int i = 0; i < n; i++)
             ahead.at[i] = orig[i] + b.ne;
-        if (s->out ||
-            !tk__first_pass_axpy(k, d, orig, stored, oracle, o, ref, b.ne, s->part, &ahead)) {
+        if (s->out || !tk__first_pass_axpy(k, d, orig, stored, oracle, o, ref, b.ne, s->part,
+                                           direct, &ahead)) {
             for (int i = 0; i < n; i++) {
                 if (s->out) {
                     tk__row_to_f32(d, stored[i], (float *)p[i], b.ne);

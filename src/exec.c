@@ -6,7 +6,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
+#if TK__ISA_X86
+#include <immintrin.h>
+#elif defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
@@ -23,6 +25,27 @@
 
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
+
+#if TK__ISA_X86
+/* Whole 64-byte lines (bytes a multiple of 64, d on a line) by the widest
+ * streaming store the path has: one per line on AVX-512, where four
+ * 16-byte ones held a staged bulk bf16 narrowing to 0.9 to 1.4 times a
+ * streaming copy's time on an Intel Xeon. */
+TK__ON_AVX512 static void tk__stream_lines_512(unsigned char *d, const unsigned char *s,
+                                               size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 64)
+        _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+}
+
+TK__ON_AVX2 static void tk__stream_lines_256(unsigned char *d, const unsigned char *s,
+                                             size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 32)
+        _mm256_stream_si256((__m256i *)(void *)(d + i),
+                            _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
+}
+#endif
 
 /* Undo copies bypass the cache on x86: the saved old output is read back
  * only after a failed callback, and streaming it keeps it from evicting the
@@ -41,11 +64,18 @@ void tk__stream_copy(void *dst, const void *src, size_t bytes)
         head = bytes;
     memcpy(d, s, head);
     d += head, s += head, bytes -= head;
-    for (; bytes >= 64; bytes -= 64, d += 64, s += 64)
-        for (int i = 0; i < 64; i += 16)
+    size_t whole = bytes / 64 * 64;
+#if TK__ISA_X86
+    if (tk__isa() == TK__ISA_AVX512)
+        tk__stream_lines_512(d, s, whole);
+    else if (tk__isa() == TK__ISA_AVX2)
+        tk__stream_lines_256(d, s, whole);
+    else
+#endif
+        for (size_t i = 0; i < whole; i += 16)
             _mm_stream_si128((__m128i *)(void *)(d + i),
                              _mm_loadu_si128((const __m128i *)(const void *)(s + i)));
-    memcpy(d, s, bytes);
+    memcpy(d + whole, s + whole, bytes - whole);
 #else
     memcpy(dst, src, bytes);
 #endif
