@@ -100,10 +100,11 @@ static int tk__kernel_admit(const void *h, int param, int64_t value)
     if (param == TK_KERNEL_ACCUM && !k->reduce)
         return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
                         "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
-    if (param == TK_KERNEL_ACCUM && value == TK_DTYPE_I32)
-        return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (int32): a "
+    if (param == TK_KERNEL_ACCUM && value != TK_DTYPE_F32 && value != TK_DTYPE_BF16 &&
+        value != TK_DTYPE_F16)
+        return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (%s): a "
                         "reduction accumulates in float32, bfloat16 or float16",
-                        (long long)value);
+                        (long long)value, tk_dtype_name((int)value));
     if (param == TK_KERNEL_ARITH && !k->is_axpy && value != TK_ARITH_NUMPY)
         return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ARITH %lld is for the built-in "
                         "bodies; a custom body's arithmetic is its own code",

@@ -25,7 +25,9 @@ static const struct {
     {P(TK_KERNEL_BODY), TK__KERNEL, TK_BODY_ELEMENTWISE, TK_BODY_BLOCKWISE, true},
     {P(TK_KERNEL_INPUTS), TK__KERNEL, 1, TK_KERNEL_MAX_INPUTS, false},
     {P(TK_KERNEL_ARITH), TK__KERNEL, TK_ARITH_NUMPY, TK_ARITH_XLA, true},
-    {P(TK_KERNEL_ACCUM), TK__KERNEL, TK_DTYPE_F32, TK_DTYPE_F16, true},
+    /* Every dtype, so that the ones a reduction cannot accumulate in get a
+     * message naming them (tk__kernel_admit). */
+    {P(TK_KERNEL_ACCUM), TK__KERNEL, TK_DTYPE_F32, TK_DTYPE_F8E5M2, true},
     {P(TK_KERNEL_UNDO), TK__KERNEL, 0, 1, true},
     {P(TK_KERNEL_THREADS), TK__KERNEL, 0, TK_KERNEL_MAX_THREADS, true},
     {P(TK_KERNEL_THREAD_SAFE), TK__KERNEL, 0, 1, true},

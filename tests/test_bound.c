@@ -458,7 +458,18 @@ Test(bound, refusals_name_what_they_refuse)
     cr_assert_eq(tk_kernel_get(rs, TK_KERNEL_INPUTS, &v), TK_OK);
     cr_assert_eq(v, 1);
     tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_I32), TK_EDTYPE);
-    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F8E4M3FN), TK_ERANGE);
+    cr_assert(strstr(tk_last_error_message(), "TK_KERNEL_ACCUM 3 (int32)"),
+              "%s", tk_last_error_message());
+    /* fp8 is a storage dtype a reduction cannot accumulate in: named. */
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F8E4M3FN), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "TK_KERNEL_ACCUM 5 (float8_e4m3fn)"),
+              "%s", tk_last_error_message());
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F8E5M2), TK_EDTYPE);
+    cr_assert(strstr(tk_last_error_message(), "float8_e5m2"), "%s", tk_last_error_message());
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, 0), TK_ERANGE);
+    tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F8E5M2 + 1), TK_ERANGE);
+    cr_assert_eq(tk_kernel_get(mm, TK_KERNEL_ACCUM, &v), TK_OK);
+    cr_assert_eq(v, TK_DTYPE_F32, "a refused setting leaves the accumulation as it was");
     tkt_expect_status(tk_kernel_set(ax, TK_KERNEL_ACCUM, TK_DTYPE_F32), TK_EINVAL);
     tkt_expect_status(tk_kernel_set(mm, TK_KERNEL_ARITH, TK_ARITH_XLA), TK_EINVAL);
     cr_assert_eq(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F16), TK_OK);
