@@ -1217,19 +1217,36 @@ static int tk__schedule_block(const tk_audit *a, const tk__case *c, int schedule
     return rc;
 }
 
-/* Which schedule reproduces the candidate bit for bit (first in the list). */
+/* Whether n stored elements at s and t are equal as the verdict compares
+ * them: the same bits, or values that compare equal (+0 and -0), or NaN
+ * both (TK_NAN_MATCH); fs and ft: room for n floats each. */
+static bool tk__same_stored(int dtype, const void *s, const void *t, int64_t n, float *fs,
+                            float *ft)
+{
+    if (!memcmp(s, t, (size_t)n * (size_t)tk__esize(dtype)))
+        return true;
+    tk__row_to_f32(dtype, s, fs, n);
+    tk__row_to_f32(dtype, t, ft, n);
+    for (int64_t j = 0; j < n; j++)
+        if (!(fs[j] == ft[j] || (isnan(fs[j]) && isnan(ft[j]))))
+            return false;
+    return true;
+}
+
+/* Which schedule reproduces the candidate (first in the list), element by
+ * element as the verdict compares: a flush to +0 where the schedule keeps
+ * the sign is the flush. */
 static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *in,
                         const tk_matrix *out, int *schedule)
 {
     const tk_kernel *k = a->k;
     int n = k->n_inputs;
     int64_t plane = c->rows * c->cols, B = TK__BLOCK_ELEMS;
-    size_t es = (size_t)tk__esize(c->dtype);
-    float *buf = tk__lines((size_t)(2 * n + 2) * (size_t)B * sizeof(float));
+    float *buf = tk__lines((size_t)(2 * n + 4) * (size_t)B * sizeof(float));
     if (!buf)
         return tk__fail(TK_ENOMEM, "tk_audit_run: out of memory for scratch");
     const float *p[TK_KERNEL_MAX_INPUTS], *orig[TK_KERNEL_MAX_INPUTS];
-    float *v = buf + n * B, *q = v + B;
+    float *v = buf + n * B, *q = v + B, *fs = q + n * B + B, *ft = fs + B;
     void *st = q + n * B;
     bool alive[TK__N_SCHEDULES];
     int left = 0, rc = TK_OK;
@@ -1246,7 +1263,7 @@ static int tk__diagnose(const tk_audit *a, const tk__case *c, tk_matrix *const *
             if (!alive[s])
                 continue;
             rc = tk__schedule_block(a, c, tk__schedules[s], p, orig, &b, v, q, st);
-            if (!rc && memcmp(st, tk__span_data(out, &b), (size_t)b.ne * es)) {
+            if (!rc && !tk__same_stored(c->dtype, st, tk__span_data(out, &b), b.ne, fs, ft)) {
                 alive[s] = false;
                 left--;
             }

@@ -204,16 +204,23 @@ Test(arith, the_setting_is_checked)
 
 /* ---- the audit: the oracle honours the setting; the diagnosis names it -- */
 
+/* With TK_ARITH_FTZ: zeros come out as +0 whatever their sign. */
+#define UNSIGNED_ZERO 0x100
+
 static int candidate(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
-    int arith = *(const int *)user;
+    int arith = *(const int *)user & ~UNSIGNED_ZERO;
+    bool unsigned_zero = *(const int *)user & UNSIGNED_ZERO;
     int64_t rows = tk_matrix_rows(out), cols = tk_matrix_cols(out);
     int dtype = tk_matrix_dtype(out);
     float *x = malloc((size_t)(rows * cols) * sizeof *x), *y = malloc((size_t)(rows * cols) * sizeof *y);
     tk_matrix_to_f32(in[0], x, cols);
     tk_matrix_to_f32(in[1], y, cols);
-    for (int64_t i = 0; i < rows * cols; i++)
+    for (int64_t i = 0; i < rows * cols; i++) {
         x[i] = ref_axpy(3.0f, x[i], y[i], arith);
+        if (unsigned_zero && x[i] == 0.0f)
+            x[i] = 0.0f;
+    }
     tk_matrix *m;
     int rc = tk_matrix_from_f32(&m, dtype, rows, cols, x, cols);
     for (int64_t r = 0; !rc && r < rows; r++)
@@ -316,6 +323,30 @@ Test(arith, the_audit_passes_the_declared_arithmetic_and_names_the_others)
                      "%s: %s", tk_dtype_name(dtype), tk_audit_schedule_name((int)got));
     }
     cr_assert_eq(fusing_shows(TK_DTYPE_F32), true, "the f32 data must show fusing");
+}
+
+/* A flush to +0 whatever the sign: the verdict takes +0 and -0 as equal,
+ * so it passes a flushing contract, and the diagnosis compares as the
+ * verdict does, so it names the flush against the default contract (it
+ * was "unknown" when schedules had to match bit for bit). */
+Test(arith, a_flush_to_unsigned_zeros_is_named_a_flush)
+{
+    enum { R = 9, C = 129 };
+    float x[R * C], y[R * C];
+    fill(x, y, R * C, 9);   /* audit()'s data */
+    int negative = 0;
+    for (int i = 0; i < R * C; i++)
+        negative += tkt_bits(ref_axpy(3.0f, x[i], y[i], TK_ARITH_FTZ)) == 0x80000000u;
+    cr_assert_gt(negative, 0, "the data must flush some results to -0");
+    for (int d = 0; d < 2; d++) {
+        int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+        int cand = TK_ARITH_FTZ | UNSIGNED_ZERO;
+        cr_assert_eq(audit(TK_ARITH_FTZ, cand, dtype, true), TK_SCHEDULE_NOT_RUN, "%s",
+                     tk_dtype_name(dtype));
+        double got = audit(TK_ARITH_NUMPY, cand, dtype, true);
+        cr_assert_eq(got, TK_SCHEDULE_FLUSH_SUBNORMAL, "%s: %s", tk_dtype_name(dtype),
+                     tk_audit_schedule_name((int)got));
+    }
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_XLA_ARITH), "xla-arithmetic");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_NUMPY_ARITH), "numpy-arithmetic");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_FUSED_MULADD), "fused-multiply-add");
