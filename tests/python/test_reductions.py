@@ -125,6 +125,28 @@ def test_row_sum_worked_cases(dtype):
     assert {c.diagnosis for c in r.cases} == {"k-tail-dropped"}, r.summary()
 
 
+def test_float16_accumulation_is_told_from_bfloat16():
+    """Where both narrow formats' bounds cover a candidate, the diagnosis
+    simulates each accumulation in k order: a float16 accumulator is
+    float16's, a bfloat16 one bfloat16's."""
+    def f16_accumulating(x, y):
+        xf, yf = f32(x), f32(y)
+        acc = np.zeros((x.shape[0], y.shape[1]), np.float16)
+        for k in range(x.shape[1]):
+            acc = (f32(acc) + np.outer(xf[:, k], yf[k]).astype(np.float16)
+                   .astype(np.float32)).astype(np.float16)
+        return f32(acc)
+
+    def bf16_accumulating_f32_out(x, y):
+        return f32(bf16_accumulating(x, y).astype(BF16))
+
+    for candidate, verdict in ((f16_accumulating, "float16-accumulation"),
+                               (bf16_accumulating_f32_out, "bfloat16-accumulation")):
+        r = tk.audit_matmul(candidate, shapes=[(17, 257, 129)],
+                            dtypes=["float32", "bfloat16", "float16"], out_dtype="float32")
+        assert [c.diagnosis for c in r.cases] == [verdict] * 3, r.summary()
+
+
 def test_products_rounded_and_missing_initialization_are_named():
     r = tk.audit_matmul(products_rounded, shapes=[(17, 257, 129)], dtypes=["bfloat16"],
                         out_dtype="float32")
