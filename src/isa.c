@@ -63,8 +63,18 @@ int tk__isa_init(void)
     if (__builtin_cpu_is("amd"))
         atomic_store_explicit(&tk__run_len, 512, memory_order_relaxed);
 #endif
-    atomic_store_explicit(&tk__isa_level, isa, memory_order_relaxed);
+    /* Release: a thread that reads the level by tk__isa_seen reads the
+     * request and the run length stored above. */
+    atomic_store_explicit(&tk__isa_level, isa, memory_order_release);
     return isa;
+}
+
+/* The path, chosen if need be, read so that what tk__isa_init stored with
+ * it is seen too (tk__isa's own read is relaxed: it is on every hot call). */
+static int tk__isa_seen(void)
+{
+    tk__isa();
+    return atomic_load_explicit(&tk__isa_level, memory_order_acquire);
 }
 
 /* Elements per body call of a custom body's flat run (exec.c, where the
@@ -72,7 +82,7 @@ int tk__isa_init(void)
  * the path, decides, so TK_ISA leaves it alone. */
 int tk__flat_run(void)
 {
-    tk__isa();   /* the vendor is read with the path, on first use */
+    tk__isa_seen();   /* the vendor is read with the path, on first use */
     return atomic_load_explicit(&tk__run_len, memory_order_relaxed);
 }
 
@@ -91,7 +101,7 @@ const char *tk_build_info(void)
             ;
         return line;
     }
-    int isa = tk__isa(), asked = atomic_load_explicit(&tk__isa_req, memory_order_relaxed);
+    int isa = tk__isa_seen(), asked = atomic_load_explicit(&tk__isa_req, memory_order_relaxed);
     const char *asked_name = asked == -1 ? "unset" : asked == -2 ? "unknown"
                                                                  : tk__isa_names[asked];
 #if defined(__clang__)
