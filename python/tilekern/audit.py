@@ -305,17 +305,22 @@ class AuditResult:
         self.audit.write_report(path, format)
 
     def summary(self) -> str:
-        """One line per case: shape, dtype, verdict, gap and diagnosis."""
+        """One line per case: shape, dtype, verdict, gap (with its input and
+        output parts) and diagnosis; for a reduction, the largest error/bound
+        with its position and the bound there."""
         lines = []
         for c in self.cases:
+            gap = (f"gap max abs {c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, "
+                   f"output {c.gap_output_max_abs!r})")
             if c.depth:
+                worst = f"at {c.bound_at}, where the bound is {c.bound:.3g}"
                 verdict = (f"passed within the error bound (largest error/bound "
-                           f"{c.bound_ratio:.3g}; {c.impl_mismatches} elements differ in "
-                           f"bits from the oracle)" if c.passed else
-                           f"FAILED: error {c.bound_ratio:.3g} times the bound at "
-                           f"{c.bound_at}, diagnosis {c.diagnosis}")
+                           f"{c.bound_ratio:.3g} {worst}; {c.impl_mismatches} elements "
+                           f"differ in bits from the oracle)" if c.passed else
+                           f"FAILED: error {c.bound_ratio:.3g} times the bound {worst}, "
+                           f"diagnosis {c.diagnosis}")
                 lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype}: "
-                             f"{verdict}; gap max abs {c.gap_max_abs!r}")
+                             f"{verdict}; {gap}")
                 continue
             # NaN differences never enter the maxima: say so where only they differ.
             nan = (" (NaN or signed-zero differences, which the maxima leave out)"
@@ -323,9 +328,7 @@ class AuditResult:
             verdict = "passed" if c.passed else (
                 f"FAILED: {c.impl_mismatches} mismatches{nan}, max abs {c.impl_max_abs!r}, "
                 f"diagnosis {c.diagnosis}")
-            lines.append(f"{c.rows}x{c.cols} {c.dtype}: {verdict}; gap max abs "
-                         f"{c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, output "
-                         f"{c.gap_output_max_abs!r})")
+            lines.append(f"{c.rows}x{c.cols} {c.dtype}: {verdict}; {gap}")
         return "\n".join(lines)
 
 

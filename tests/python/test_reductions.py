@@ -96,6 +96,10 @@ def test_matmul_worked_cases_are_named(candidate, verdict):
         # Summing in blocks of 128 is another order: bits differ, yet within bound.
         assert all(c.impl_mismatches > 0 and 0 < c.bound_ratio <= 1 for c in f32_cases)
         assert "differ in bits from the oracle" in r.summary()
+        # Each line names the worst element, the bound there and the gap's parts.
+        c, line = r.cases[0], r.summary().splitlines()[0]
+        assert f"at {c.bound_at}, where the bound is {c.bound:.3g}" in line, line
+        assert f"(input {c.gap_input_max_abs!r}, output {c.gap_output_max_abs!r})" in line, line
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
