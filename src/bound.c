@@ -12,7 +12,11 @@
  * Each product may also underflow by half the smallest subnormal (eta).
  * The oracle's own float64 error, gamma_53(K) sum |a b|, is added, and the
  * final cast to an output dtype that cannot hold the accumulator adds
- * u_out |result| + eta_out (half an ULP). */
+ * u_out |result| + eta_out (half an ULP).  A contract that flushes
+ * subnormals (TK_ARITH_FTZ, as XLA and TPUs compute) has its subnormal
+ * inputs read as zeros by the oracle, and each operation may flush a
+ * result below the smallest normal number: eta and eta_out are then the
+ * smallest normal numbers of the accumulator and of the output. */
 #include "internal.h"
 
 #include <fenv.h>
@@ -32,6 +36,17 @@ static void tk__unit(int dtype, double *u, double *eta)
     }
 }
 
+/* The smallest normal number of a float dtype. */
+static double tk__smallest_normal(int dtype)
+{
+    switch (dtype) {
+    case TK_DTYPE_F16: return 0x1p-14;
+    case TK_DTYPE_F8E4M3FN: return 0x1p-6;
+    case TK_DTYPE_F8E5M2: return 0x1p-14;
+    default: return 0x1p-126;   /* float32 and bfloat16 */
+    }
+}
+
 static double tk__gamma(double n, double u)
 {
     return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY;
@@ -46,13 +61,18 @@ typedef struct {
     bool mag32;           /* A's terms summed in f32 per KC block (tk__oracle_mag32) */
 } tk__acc;
 
-static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype)
+/* flush: the contract flushes subnormals (TK_ARITH_FTZ). */
+static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype, bool flush)
 {
     tk__acc r = {0};
     double u_in, eta_in;
     tk__unit(acc, &r.u, &r.eta);
     tk__unit(dtype, &u_in, &eta_in);
     tk__unit(out_dtype, &r.u_out, &r.eta_out);
+    if (flush) {
+        r.eta = tk__smallest_normal(acc);
+        r.eta_out = tk__smallest_normal(out_dtype);
+    }
     /* A product of two p-bit significands needs 2p bits. */
     r.rounded_products = reduce == TK__REDUCE_MATMUL && u_in * u_in < r.u;
     r.cast = !tk__dtype_holds(out_dtype, acc);
@@ -394,7 +414,8 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     for (int64_t e = 0; e < count; e++)
         if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]))
             return TK_SCHEDULE_NO_INIT;
-    tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
+    bool flush = kc->axpy.arith & TK_ARITH_FTZ;
+    tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype, flush);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
         tk__pass_on(threads, &p, true, 0, s2, A2, NULL, pack, NULL, pr);
         if (pr->rc)
@@ -438,7 +459,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     double e_cand = tk__rms(cand, s, count), best = INFINITY;
     int pick = TK_SCHEDULE_UNKNOWN;
     for (int i = 0; i < 2; i++) {
-        tk__acc r = tk__acc_of(kc->reduce, c->dtype, narrow[i], c->out_dtype);
+        tk__acc r = tk__acc_of(kc->reduce, c->dtype, narrow[i], c->out_dtype, flush);
         if (r.u <= f32.u)
             continue;   /* not less precise than the contract */
         r.probabilistic = true;
@@ -587,6 +608,9 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
 
     tk__row_from_f32(c->dtype, c->orig, stored, mk + kn);
     tk__row_to_f32(c->dtype, stored, px, mk + kn);
+    if (kc->axpy.arith & TK_ARITH_FTZ)   /* the oracle reads subnormal inputs as zeros */
+        for (int64_t e = 0; e < mk + kn; e++)
+            px[e] = tk__ftz(px[e]);
     tk_matrix *in[2] = {NULL, NULL}, *out = NULL;
     int rc = tk_matrix_wrap(&in[0], c->dtype, m, k, k, stored);
     if (!rc && mm)
@@ -631,7 +655,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         int64_t nt = post ? threads : 1;
         if (!post)
             post = &one;
-        tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype);
+        tk__acc acc = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype,
+                                 kc->axpy.arith & TK_ARITH_FTZ);
         acc.mag32 = p.mag32;
         for (int64_t t = 0; t < nt; t++) {
             post[t] = (tk__post){.acc = acc,

@@ -105,9 +105,12 @@ static int tk__kernel_admit(const void *h, int param, int64_t value)
         return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (%s): a "
                         "reduction accumulates in float32, bfloat16 or float16",
                         (long long)value, tk_dtype_name((int)value));
-    if (param == TK_KERNEL_ARITH && !k->is_axpy && value != TK_ARITH_NUMPY)
+    /* A reduction's arithmetic is its candidate's: the flag the audit's
+     * bound and oracle follow (TK_ARITH_FMA changes neither: the bound
+     * covers a fused multiply-add). */
+    if (param == TK_KERNEL_ARITH && !k->is_axpy && !k->reduce && value != TK_ARITH_NUMPY)
         return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ARITH %lld is for the built-in "
-                        "bodies; a custom body's arithmetic is its own code",
+                        "bodies and reductions; a custom body's arithmetic is its own code",
                         (long long)value);
     return TK_OK;
 }

@@ -122,7 +122,8 @@ class Kernel(_ffi.Handle):
     accum = _ffi.param("kernel", _ffi.TK_KERNEL_ACCUM,
                        "a reduction's accumulation dtype (see ACCUMS)", ACCUMS)
     arith = _ffi.param("kernel", _ffi.TK_KERNEL_ARITH,
-                       "the built-in body's arithmetic (see ARITH)", ARITH)
+                       "the built-in body's arithmetic, or the one a reduction's audit "
+                       "bounds: \"xla\" flushes subnormals (see ARITH)", ARITH)
     undo = _ffi.param("kernel", _ffi.TK_KERNEL_UNDO,
                       "True (default): a failing body leaves run's output as it was; "
                       "False: no undo copy, the output may be partly written", kind=bool)
