@@ -1,62 +1,36 @@
 /* bench_audit.c - a full two-reference audit against the fused f32 loop.
  *
- * The requirement: tk_audit_run on one 4096x4096 bfloat16 axpy case
+ * The target (issue 12): tk_audit_run on one 4096x4096 bfloat16 axpy case
  * (represent both inputs, candidate = the host kernel with (8, 128) blocks,
- * the represented-input oracle, the original reference, every metric) takes
- * at most 3x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
+ * the represented-input oracle, the original reference, every metric)
+ * within 3x the fused loop out[i] = 2*x[i] + y[i] in f32 on the same shape
  * (-O3 -march=native, native.c), timed interleaved in the same run (median
  * of 15).  The baseline is the faster of two loops a user could write: the
  * plain one, and one that writes its output by streaming stores (0.66 to
  * 0.70 of the plain one's time on an AVX-512 Intel Xeon, whose 260 MiB L3
- * keeps gcc's loop and glibc's memcpy from streaming at 64 MiB).  Against
- * it the Xeon read 3.3 on one thread (2.2 against the plain loop alone,
- * printed beside, `_vs_plain_fused_f32`), and 2.8 to 3.1 (3.6 once, in a
- * noisy stretch) since the AVX-512 path runs the first pass as one loop
- * (audit.c, tk__first_pass_axpy_512): the target of 3.0 is met by that
- * machine in most runs, not all, and an AVX2-only one is further from it
- * (the AVX2 path forced on the Xeon reads 3.3 to 3.7).  So LIMIT is a
- * guard at 4.5 on the CPU's own path (9 with TK_ISA forcing a lower path,
- * or on a CPU with the portable C alone).  On two threads the Xeon reads
- * 1.8 to 2.1 (guard 4.5).
+ * keeps gcc's loop and glibc's memcpy from streaming at 64 MiB).  The
+ * ratio to the plain loop alone is printed beside (`_vs_plain_fused_f32`).
  *
- * The history, measured against the plain loop alone, where the target
- * was a limit.  Since the stored inputs and the
- * oracle of large cases go out by streaming stores (AVX-512 bf16 loops
- * beside them), one thread measures 2.6 to 3.0 on an AVX-512 AMD EPYC
- * (Zen 5), where it was 3.5 to 3.9 (3.1 once); on an AVX-512 Intel Xeon
- * 2.7 to 2.85 since those loops stream as they store, 3.1 to 3.4 when they
- * stored into a staged block first, and 2.6 to 3.0 since the oracle's cast
- * prefetches the next block (2.8 to 3.3 with the prefetch in the store, in
- * the same session's alternating runs).  On an AVX-512 AMD EPYC, Zen 4,
- * it read 3.02 to 3.25 in full `make bench` runs, and 2.56 to 2.64 once
- * the cast also prefetched the block after the next into L2 (2.84 to 2.98
- * where 3.12 to 3.26 in alternating runs of a plain driver; the two-thread
- * ratio 1.68 to 2.05 where 2.50 to 2.61).  The AVX2 path got loops of its
- * own for the bf16 store, cast and axpy: forced with TK_ISA=avx2 on the
- * Xeon it read 3.2 to 3.4, where its compiled loops read 3.9 to 4.6 (4.7
- * to 4.9 forced on the Zen 5; an AVX2 AMD EPYC, Zen 3, read 3.8 to 4.6
- * before the streaming stores).  On two threads
- * (TK_KERNEL_THREADS 2, the machine's cores) the Zen 5 reads 1.9 to 2.7,
- * and as much as the one thread in the runs where the VM's second core
- * gives no speedup (1.0 instead of 1.3 to 1.5).  An AVX2 AMD EPYC (Zen 3, its own AVX2 loops) read 3.02 to 3.09
- * in two full `make bench` runs (4.22 in one right after a build) and 2.9
- * to 3.5 in alternating runs of a plain driver, 2.07 to 2.66 on two
- * threads.  There the pass that stores the inputs and the oracle takes
- * about twice as long as its memory traffic alone (one loop moving the same
- * bytes, no arithmetic), as if its arithmetic and its memory did not
- * overlap; neither less arithmetic (the NaN rules of the cast checked once
- * per block), larger blocks (2048, 4096), a deeper prefetch nor huge pages
- * for the planes moved it beyond the VM's noise.  What did: the built-in
- * axpy's first pass as one loop per block on the AVX2 path (audit.c,
- * tk__first_pass_axpy_256), 16 instructions an element down to 11;
- * the Zen 3 then read 2.64 to 2.90 in alternating runs where it read 3.10
- * to 3.32, 2.74 to 2.80 in three full runs (1.65 to 1.82 on two threads).
- * Since then the Intel Xeon reads 2.17 to 2.22 in two full runs and two
- * of this bench alone (1.29 to 1.30 on two threads in the full runs), and
- * 2.29 to 2.43 with the AVX2 path forced, its one loop included (1.44 to
- * 1.55 on two threads).  On every machine measured since (the Xeon and the
- * Zen 3) the CPU's own path has met 3.0 in every run, the Zen 3 by a tenth
- * or two.
+ * Readings on one thread.  Against the faster loop the Xeon reads 2.8 to
+ * 3.1 (3.6 once, in a noisy stretch), 3.3 to 3.7 with the AVX2 path
+ * forced: the target is met there in most runs, not all.  Against the
+ * plain loop, where the target was first set: the Xeon 2.0 to 2.2 (2.3 to
+ * 2.4 forced to AVX2), an AVX-512 AMD EPYC (Zen 4) 2.56 to 2.64, Zen 5 2.6
+ * to 3.0, an AVX2 AMD EPYC (Zen 3) 2.64 to 2.90.  What brought it there:
+ * the stored inputs and the oracle written by streaming stores, the
+ * oracle's cast prefetching two blocks ahead, and the built-in axpy's
+ * first pass as one loop per block on each vector path (audit.c,
+ * tk__first_pass_axpy_512 and _256; on the Zen 3 that pass had taken twice
+ * its memory traffic's time, 16 instructions an element, now 11).
+ * So LIMIT is a guard at 4.5 on the CPU's own path (9 with TK_ISA forcing
+ * a lower path, or on a CPU with the portable C alone).
+ *
+ * On two threads (TK_KERNEL_THREADS 2, the machine's cores) the Xeon reads
+ * 1.8 to 2.1 against the faster loop, the Zen 3 1.65 to 1.82 and the Zen 5
+ * 1.9 to 2.7 against the plain one (as much as one thread in runs where the
+ * VM's second core gives no speedup).  The AMD machines have not been
+ * measured against the streaming loop, so LIMIT_2_THREADS is a guard at
+ * 3.5 (7 on a forced path), the target 3.0 met in every reading so far.
  * Prints `name: ratio` and exits 1 when a ratio is over its limit. */
 #include "bench.h"
 
@@ -69,7 +43,7 @@
 #define REPS 15
 #define LIMIT 4.5          /* a guard on the vector path the CPU picks; the target is 3.0 */
 #define LIMIT_FORCED 9.0   /* a guard, on a path forced lower or portable C */
-#define LIMIT_2_THREADS 4.5   /* a guard; the target is 3.0 */
+#define LIMIT_2_THREADS 3.5   /* a guard on the CPU's own path; the target is 3.0 */
 
 static float *x, *y, *out;
 static tk_audit *audit, *audit2;
@@ -175,9 +149,10 @@ int main(void)
     double limit = bench_on_cpus_path() ? LIMIT : LIMIT_FORCED;
     if (ratio > limit)
         fprintf(stderr, "bench_audit: %.2f is over the %.2fx limit\n", ratio, limit);
-    if (ratio2 > LIMIT_2_THREADS)
+    double limit2 = bench_on_cpus_path() ? LIMIT_2_THREADS : 2 * LIMIT_2_THREADS;
+    if (ratio2 > limit2)
         fprintf(stderr, "bench_audit: on two threads %.2f is over the %.2fx limit\n", ratio2,
-                LIMIT_2_THREADS);
+                limit2);
     tk_audit_destroy(audit);
     tk_audit_destroy(audit2);
     tk_kernel_destroy(k);
@@ -185,5 +160,5 @@ int main(void)
     free(x);
     free(y);
     free(out);
-    return ratio <= limit && ratio2 <= LIMIT_2_THREADS ? 0 : 1;
+    return ratio <= limit && ratio2 <= limit2 ? 0 : 1;
 }

@@ -215,7 +215,9 @@ typedef int (*tk_body_fn)(void *user, int64_t rows, int64_t cols, int64_t ld,
 /* The arithmetic of the built-in bodies: multiply-add separately rounded or
  * fused, subnormals (f32 operands and every f32 result) kept or flushed to
  * a zero of their sign.  The default is numpy's; XLA on CPU and TPUs fuse
- * and flush.  The cast to the output dtype follows the dtype in both. */
+ * and flush.  The cast to the output dtype follows the dtype in both.  On
+ * a reduction (0.6) it is the arithmetic its audit bounds: under
+ * TK_ARITH_FTZ the oracle reads subnormal f32 inputs as zeros. */
 #define TK_ARITH_NUMPY 0        /* separate rounding, subnormals kept */
 #define TK_ARITH_FMA 1          /* alpha * x + y fused: one rounding */
 #define TK_ARITH_FTZ 2          /* subnormal operands and results become 0 */

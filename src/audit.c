@@ -722,7 +722,7 @@ TK_DISPATCH(tk__cast_parts, (int dtype, const float *restrict t, const float *re
  * For the built-in axpy of the default arithmetic in bfloat16 on the AVX2
  * and AVX-512 paths, the stores of the inputs, both bodies and the cast
  * run as one loop per block, on registers, instead of five over buffers.
- * On an Intel Xeon (AVX-512) the 4096x4096 audit then read 2.9 to 3.0 the
+ * On an Intel Xeon (AVX-512) the 4096x4096 audit then read 2.8 to 3.1 the
  * fused f32 loop with streaming stores, where it read 3.3 to 3.4 with the
  * five loops; there the AVX-512 loop streams its three planes (with
  * ordinary stores it read 3.25 to 3.4, and filling the candidate's output
@@ -840,9 +840,7 @@ TK__ON_AVX2 static bool tk__first_pass_axpy_256(float alpha, const float *restri
     return tk__first_pass_tail(alpha, x, y, sx, sy, d, o, ref, j, n, top, part);
 }
 
-/* The same loop on the AVX-512 path, sixteen lanes a vector; the three
- * planes go out by streaming stores where `stream` (the caller has checked
- * that each starts a half line), as the general path's loops store them. */
+/* bfloat16 codes of sixteen floats, each in the low half of its lane. */
 TK__ON_AVX512 static inline __m512i tk__bf16_codes_512(__m512 v)
 {
     return _mm512_srli_epi32(tk__bf16_biased_512(_mm512_castps_si512(v)), 16);
@@ -862,6 +860,9 @@ TK__ON_AVX512 static inline __m512i tk__max_twice_512(__m512i m, __m512 v)
     return _mm512_max_epu32(m, _mm512_slli_epi32(_mm512_castps_si512(v), 1));
 }
 
+/* The same loop on the AVX-512 path, sixteen lanes a vector; the three
+ * planes go out by streaming stores where `stream` (the caller has checked
+ * that each starts a half line), as the general path's loops store them. */
 TK__ON_AVX512 static bool tk__first_pass_axpy_512(float alpha, const float *restrict x,
                                                   const float *restrict y, uint16_t *restrict sx,
                                                   uint16_t *restrict sy, uint16_t *restrict d,

@@ -617,9 +617,10 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         rc = tk_matrix_wrap(&in[1], c->dtype, k, n, n, stored + (size_t)mk * es);
     if (!rc)
         rc = tk_matrix_wrap(&out, c->out_dtype, m, n, n, outp);
-    /* float32 inputs are stored as they are: the original reference is the
-     * oracle itself, and the gap has no input part. */
-    bool exact = c->dtype == TK_DTYPE_F32;
+    /* float32 inputs are stored as they are: unless the contract flushes
+     * them, the original reference is the oracle itself and the gap has no
+     * input part. */
+    bool exact = c->dtype == TK_DTYPE_F32 && !(kc->axpy.arith & TK_ARITH_FTZ);
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
                   c->dtype, k, false, NULL, false};
     p.mag32 = tk__oracle_mag32(&p);

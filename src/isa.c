@@ -34,9 +34,10 @@ static int tk__isa_cpu(void)
 #endif
 }
 
-/* -1 before the choice; then the path.  Relaxed: every thread that races
- * to make the choice computes the same value.  tk__isa_req keeps what
- * TK_ISA asked at that moment, for tk_build_info. */
+/* -1 before the choice; then the path.  Every thread that races to make
+ * the choice computes the same value, so hot calls read it relaxed; it is
+ * stored with release after tk__isa_req (what TK_ISA asked at that moment,
+ * for tk_build_info) and tk__run_len, which tk__isa_seen's readers need. */
 _Atomic int tk__isa_level = -1;
 static _Atomic int tk__isa_req = -1;
 static _Atomic int tk__run_len = 256;

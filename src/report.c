@@ -66,9 +66,9 @@ static void tk__contract_text(const tk_audit *a, tk__sb *b)
     int f = a->ran_as.axpy.arith;
     if (a->ran_as.reduce)
         tk__sb_add(b, "%s, out = cast(%s) accumulated in %s in any order; passes within a "
-                   "rigorous error bound", a->ran_as.reduce == TK__REDUCE_MATMUL ? "matmul" :
+                   "rigorous error bound%s", a->ran_as.reduce == TK__REDUCE_MATMUL ? "matmul" :
                    "row sum", a->ran_as.reduce == TK__REDUCE_MATMUL ? "sum_k x[i,k] * y[k,j]" :
-                   "sum_k x[i,k]", tk_dtype_name(a->ran_as.accum));
+                   "sum_k x[i,k]", tk_dtype_name(a->ran_as.accum), arith[f]);
     else if (a->ran_as.is_axpy && f & TK_ARITH_FMA)
         tk__sb_add(b, "axpy, out = cast(f32(%s * x + y))%s", tk__n(a->ran_as.axpy.alpha).s,
                    arith[f]);
@@ -284,8 +284,9 @@ static void tk__json(const tk_audit *a, tk__sb *b)
                a->ran_as.n_inputs);
     static const char *const arith[4] = {"numpy", "fma", "ftz", "xla"};
     if (a->ran_as.is_axpy)
-        tk__sb_add(b, "\"alpha\": %s, \"arith\": \"%s\", ", tk__jn(a->ran_as.axpy.alpha).s,
-                   arith[a->ran_as.axpy.arith]);
+        tk__sb_add(b, "\"alpha\": %s, ", tk__jn(a->ran_as.axpy.alpha).s);
+    if (a->ran_as.is_axpy || a->ran_as.reduce)
+        tk__sb_add(b, "\"arith\": \"%s\", ", arith[a->ran_as.axpy.arith]);
     if (a->ran_as.reduce)
         tk__sb_add(b, "\"accumulation\": \"%s\", ", tk_dtype_name(a->ran_as.accum));
     tk__sb_add(b, "\"body\": \"%s\", \"text\": \"", a->ran_as.reduce ? "reduction" :

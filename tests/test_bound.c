@@ -57,6 +57,21 @@ static double res(const tk_audit *a, int64_t i, int metric)
     return v;
 }
 
+/* The report of the last run in a format, NUL-terminated. */
+static void report(const tk_audit *a, int format, char *text, size_t size)
+{
+    char path[] = "/tmp/tk_bound_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(tk_audit_write_report(a, path, format), TK_OK);
+    FILE *f = fopen(path, "r");
+    size_t got = fread(text, 1, size - 1, f);
+    text[got] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
 /* An audit of the matmul of M x depth by depth x N, in f32 and bf16. */
 static tk_audit *audit_of_depth(struct how *h, tk_kernel **k, int64_t depth)
 {
@@ -104,15 +119,8 @@ Test(bound, a_correct_matmul_passes_while_differing_in_bits)
      * f32 case's has none. */
     cr_assert_eq(res(a, 0, TK_AUDIT_GAP_INPUT_MAX_ABS), 0.0);
     cr_assert_gt(res(a, 1, TK_AUDIT_GAP_INPUT_MAX_ABS), 0.0);
-    char path[] = "/tmp/tk_bound_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(tk_audit_write_report(a, path, TK_REPORT_TEXT), TK_OK);
-    FILE *f = fopen(path, "r");
-    char text[16384] = {0};
-    fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    unlink(path);
+    char text[16384];
+    report(a, TK_REPORT_TEXT, text, sizeof text);
     cr_assert(strstr(text, "9 x 300 x 70"), "%s", text);
     cr_assert(strstr(text, "differ in bits from the oracle, every one within the bound"),
               "%s", text);
@@ -499,10 +507,24 @@ Test(bound, a_flushing_contract_bounds_a_flushing_matmul)
                                                  orig), TK_OK);
         int rc = tk_audit_run(a);
         double ratio = res(a, 0, TK_AUDIT_BOUND_RATIO);
+        /* The gap is taken against the data as given, subnormals and all:
+         * under the flush its input part is the odd terms the oracle drops. */
+        double gap_in = res(a, 0, TK_AUDIT_GAP_INPUT_MAX_ABS);
+        /* Reports record the declared arithmetic. */
+        char text[16384], json[16384];
+        report(a, TK_REPORT_TEXT, text, sizeof text);
+        report(a, TK_REPORT_JSON, json, sizeof json);
+        cr_assert_eq(strstr(text, "accumulated in float32 in any order; passes within a "
+                            "rigorous error bound, multiply-add fused, subnormals flushed "
+                            "(XLA)") != NULL, flush, "%s", text);
+        cr_assert(strstr(json, flush ? "\"arith\": \"xla\"" : "\"arith\": \"numpy\""),
+                  "%s", json);
         if (flush) {
             cr_assert_eq(rc, TK_OK, "%s", tk_last_error_message());
             cr_assert_leq(ratio, 1.0);
+            cr_assert_gt(gap_in, 0.0, "the flushed inputs are part of the gap");
         } else {
+            cr_assert_eq(gap_in, 0.0, "float32 inputs are stored as given");
             cr_assert_eq(rc, TK_EMISMATCH);
             cr_assert_gt(ratio, 100.0, "%g: the data must show the flush", ratio);
         }

@@ -306,9 +306,11 @@ class AuditResult:
 
     def summary(self) -> str:
         """One line per case: shape, dtype, verdict, gap (with its input and
-        output parts) and diagnosis; for a reduction, the largest error/bound
-        with its position and the bound there."""
+        output parts) and diagnosis; for a reduction, the declared
+        accumulation and arithmetic, the largest error/bound with its
+        position and the bound there."""
         lines = []
+        k = self.audit.contract
         for c in self.cases:
             gap = (f"gap max abs {c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, "
                    f"output {c.gap_output_max_abs!r})")
@@ -319,8 +321,9 @@ class AuditResult:
                            f"differ in bits from the oracle)" if c.passed else
                            f"FAILED: error {c.bound_ratio:.3g} times the bound {worst}, "
                            f"diagnosis {c.diagnosis}")
-                lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype}: "
-                             f"{verdict}; {gap}")
+                arith = "" if k.arith == "numpy" else f", {k.arith} arithmetic"
+                lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype} "
+                             f"(accumulated in {k.accum}{arith}): {verdict}; {gap}")
                 continue
             # NaN differences never enter the maxima: say so where only they differ.
             nan = (" (NaN or signed-zero differences, which the maxima leave out)"
@@ -401,23 +404,26 @@ def audit_matmul(candidate: Callable, shapes: Sequence[Tuple[int, int, int]] = (
                      (8, 128, 128), (17, 257, 129)),
                  dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
                  accum: str = "float32", seed: int = 0, report=None,
-                 progress: Optional[Callable] = None) -> AuditResult:
+                 progress: Optional[Callable] = None, arith: str = "numpy") -> AuditResult:
     """Audit candidate(x, y) -> x @ y over every (m, k, n) x dtype, on
-    standard normal originals, under the error bound of accum accumulation;
-    out_dtype is the output's dtype (default: each case's dtype); report
-    and progress as in audit()."""
-    return _audit_reduction(Kernel.matmul(accum), candidate, shapes, dtypes, out_dtype,
-                            seed, report, progress)
+    standard normal originals, under the error bound of accum accumulation
+    in arith arithmetic ("xla" or "ftz": subnormals flushed, as XLA and TPUs
+    compute; see ARITH); out_dtype is the output's dtype (default: each
+    case's dtype); report and progress as in audit()."""
+    k = Kernel.matmul(accum)
+    k.arith = arith
+    return _audit_reduction(k, candidate, shapes, dtypes, out_dtype, seed, report, progress)
 
 
 def audit_row_sum(candidate: Callable, shapes: Sequence[Tuple[int, int]] = (
                       (8, 128), (17, 257)),
                   dtypes: Sequence[str] = ("float32", "bfloat16"), out_dtype=None,
                   accum: str = "float32", seed: int = 0, report=None,
-                  progress: Optional[Callable] = None) -> AuditResult:
+                  progress: Optional[Callable] = None, arith: str = "numpy") -> AuditResult:
     """Audit candidate(x) -> x.sum(axis=1, keepdims=True) as audit_matmul."""
-    return _audit_reduction(Kernel.row_sum(accum), candidate, shapes, dtypes, out_dtype,
-                            seed, report, progress)
+    k = Kernel.row_sum(accum)
+    k.arith = arith
+    return _audit_reduction(k, candidate, shapes, dtypes, out_dtype, seed, report, progress)
 
 
 def rounding_counterexample(dtype="bfloat16", first: float = 1.00390625,

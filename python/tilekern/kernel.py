@@ -13,12 +13,13 @@ from .tiling import Tiling
 __all__ = ["Kernel", "ACCUMS", "ARITH", "BODIES", "f32_view"]
 
 BODIES = {"elementwise": _ffi.TK_BODY_ELEMENTWISE, "blockwise": _ffi.TK_BODY_BLOCKWISE}
-# The built-in bodies' arithmetic: "numpy" rounds alpha * x and the sum
-# separately and keeps subnormals; "xla" fuses and flushes, as XLA on CPU
-# (Pallas interpret mode) and TPUs do; "fma" and "ftz" each alone.
 # The accumulation dtypes a reduction contract may declare.
 ACCUMS = {"float32": _ffi.TK_DTYPE_F32, "bfloat16": _ffi.TK_DTYPE_BF16,
           "float16": _ffi.TK_DTYPE_F16}
+# The built-in bodies' arithmetic: "numpy" rounds alpha * x and the sum
+# separately and keeps subnormals; "xla" fuses and flushes, as XLA on CPU
+# (Pallas interpret mode) and TPUs do; "fma" and "ftz" each alone.  A
+# reduction's audit bounds the declared one (only the flush changes it).
 ARITH = {"numpy": _ffi.TK_ARITH_NUMPY, "fma": _ffi.TK_ARITH_FMA, "ftz": _ffi.TK_ARITH_FTZ,
          "xla": _ffi.TK_ARITH_XLA}
 

@@ -326,3 +326,31 @@ def test_ctrl_c_stops_the_oracle_at_its_next_report():
         assert len(calls) == 1
         if with_progress:
             assert seen[-1][1] == "oracle" and seen[-1][2] < 1.0, seen[-3:]
+
+
+def test_a_flushing_matmul_passes_once_the_contract_declares_the_flush():
+    # x's subnormal float32 values times a large y: normal products that a
+    # flushing matmul (as XLA computes) drops with its inputs read as zeros.
+    tiny = np.float32(2.0 ** -130)
+
+    def flushing(x, y):
+        x = np.where(np.abs(x) < np.finfo(np.float32).tiny, np.float32(0), x)
+        return (x @ y).astype(np.float32)
+
+    kept = tk.audit_matmul(flushing, shapes=[(5, 64, 7)], dtypes=["float32"])
+    assert kept.passed   # standard normal data has no subnormals to drop
+
+    x = np.full((5, 64), tiny, np.float32)
+    y = np.full((64, 7), np.float32(2.0 ** 100), np.float32)
+    for arith, passes in [("numpy", False), ("xla", True), ("ftz", True)]:
+        k = tk.Kernel.matmul()
+        k.arith = arith
+        a = tk.Audit(k, flushing)
+        a.add_reduction_case("float32", [x, y])
+        assert a.run() == passes, arith
+        c = a.results[0]
+        # The gap is against the data as given: the flush is its input part.
+        assert (c.gap_input_max_abs > 0) == passes, c
+    r = tk.audit_matmul(flushing, shapes=[(5, 64, 7)], dtypes=["float32"], arith="xla")
+    assert "(accumulated in float32, xla arithmetic)" in r.summary(), r.summary()
+    assert "(accumulated in float32)" in kept.summary(), kept.summary()
