@@ -98,6 +98,10 @@ int tk_audit_create(tk_audit **out, const tk_kernel *contract)
                         "contracts can be audited", contract->body_kind,
                         TK_BODY_ELEMENTWISE);
     tk_audit *a = calloc(1, sizeof *a);
+    if (a && !(a->pool = tk__pool_new())) {
+        free(a);
+        a = NULL;
+    }
     if (!a)
         return tk__fail(TK_ENOMEM, "tk_audit_create: out of memory");
     a->k = contract;
@@ -116,6 +120,7 @@ void tk_audit_destroy(tk_audit *a)
     free(a->cases);
     free(a->res);
     free(a->work);
+    tk__pool_free(a->pool);
     free(a);
 }
 
@@ -1071,7 +1076,7 @@ static int tk__measure(const tk_audit *a, const tk__case *c, tk_matrix *const *i
         tk__cmp_init(&sh[i].impl, d, 0.0, 0.0, 0, TK_NAN_MATCH, true);
         tk__cmp_init(&sh[i].gap, d, a->gap_atol[d], a->gap_rtol[d], -1, TK_NAN_MATCH, false);
     }
-    tk__fan_out(sh, sizeof *sh, n, tk__measure_share);
+    tk__fan_out(a->pool, sh, sizeof *sh, n, tk__measure_share);
     res->diagnosis = TK_SCHEDULE_NOT_RUN;
     res->impl = sh[0].impl;
     res->gap = sh[0].gap;

@@ -367,7 +367,7 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
         t[i].a = i ? NULL : w->a;
         t[i].caller = i == 0;
     }
-    tk__fan_out(t, sizeof *t, n, tk__chunks_run);
+    tk__fan_out(w->pr ? w->pr->a->pool : NULL, t, sizeof *t, n, tk__chunks_run);
     w->cb = t[0].cb;
     w->left = t[0].left;
     /* A pass ends at 1, also when the calling thread reported none of it
@@ -668,7 +668,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
             tk__cmp_init(&post[t].gap, c->out_dtype, a->gap_atol[d], a->gap_rtol[d], -1,
                          TK_NAN_MATCH, false);
         }
-        tk__fan_out(post, sizeof *post, nt, tk__post_run);
+        tk__fan_out(a->pool, post, sizeof *post, nt, tk__post_run);
         /* Fold in row order: a tie keeps the earlier row's position. */
         for (int64_t t = 1; t < nt; t++) {
             tk__cmp_merge(&post[0].impl, &post[t].impl);

@@ -2,7 +2,6 @@
  * staging of operands through f32, undo of a failed custom body. */
 #include "internal.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,10 +657,9 @@ static int tk__go(tk__exec *e, int tail)
 /* ---- threads -----------------------------------------------------------------
  * A run on several threads splits the rows into bands, one per thread, in
  * whole tile rows when tiles matter.  Every element is computed by the same
- * code as on one thread, so the bits are the same.  Threads start for the
- * run and end with it: nothing outlives a call (a pool would have to survive
- * fork, which Python's multiprocessing does).  With undo, each band first
- * saves its rows, and a failure anywhere restores every row. */
+ * code as on one thread, so the bits are the same.  The bands run on the
+ * kernel handle's pool (pool.c).  With undo, each band first saves its
+ * rows, and a failure anywhere restores every row. */
 
 typedef struct {
     tk__exec e;
@@ -683,21 +681,6 @@ static void *tk__band_main(void *arg)
         snprintf(b->msg, sizeof b->msg, "%s", tk_last_error_message());
     }
     return NULL;
-}
-
-void tk__fan_out(void *items, size_t size, int64_t n, void *(*fn)(void *))
-{
-    pthread_t thread[TK_KERNEL_MAX_THREADS];
-    bool started[TK_KERNEL_MAX_THREADS] = {false};
-    /* A thread that cannot start leaves its item to this one. */
-    for (int64_t i = 1; i < n; i++)
-        started[i] = pthread_create(&thread[i], NULL, fn, (char *)items + i * size) == 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!started[i])
-            fn((char *)items + i * size);
-    for (int64_t i = 1; i < n; i++)
-        if (started[i])
-            pthread_join(thread[i], NULL);
 }
 
 /* Elements below which a band is not worth a thread. */
@@ -749,7 +732,7 @@ static int tk__dispatch_threads(const tk__exec *e, int tail)
         free(b);
         return rc;
     }
-    tk__fan_out(b, sizeof *b, n, tk__band_main);
+    tk__fan_out(tk__kernel_pool(e->k), b, sizeof *b, n, tk__band_main);
     for (int64_t i = 0; i < n && !rc; i++)
         if (b[i].rc < 0)
             rc = tk__fail(b[i].rc, "%s", b[i].msg);

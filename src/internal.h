@@ -469,10 +469,18 @@ int tk__exec_padded(const tk__runner *by, const tk_kernel *k, const tk_tiling *t
                     const tk_matrix *const *inputs, tk_matrix *output, void *work);
 int tk__exec_run(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
                  const tk_matrix *const *inputs, tk_matrix *output, bool aliased, void *undo);
+/* A handle's thread pool (pool.c).  tk__pool_new returns NULL when out of
+ * memory; tk__pool_free ends the workers (NULL: nothing). */
+typedef struct tk__pool tk__pool;
+tk__pool *tk__pool_new(void);
+void tk__pool_free(tk__pool *p);
 /* fn on each of n <= TK_KERNEL_MAX_THREADS items (item i at items + i *
- * size): items 1.. on threads of their own, item 0 (and any whose thread
- * could not start) on the calling one; returns when all are done. */
-void tk__fan_out(void *items, size_t size, int64_t n, void *(*fn)(void *));
+ * size): items 1.. on p's workers (on threads of their own where p is NULL
+ * or busy with another fan-out), item 0 (and any whose thread could not
+ * start) on the calling one; returns when all are done. */
+void tk__fan_out(tk__pool *p, void *items, size_t size, int64_t n, void *(*fn)(void *));
+/* The pool of a kernel handle. */
+tk__pool *tk__kernel_pool(const tk_kernel *k);
 /* The built-in axpy of k over validated matrices, in memory order: what any
  * tiling, tail or hazard-free schedule computes with it (it is elementwise
  * and never fails).  The output may be exactly an input. */
@@ -815,6 +823,7 @@ struct tk_audit {
                              reports describe these, whatever it holds now */
     void *work;           /* stored inputs, output and oracle of the largest */
     size_t work_bytes;    /* case so far, kept: fresh pages fault on each run */
+    tk__pool *pool;       /* the threads of its passes */
     bool running;         /* the candidate is running: no changes, no re-entry */
 };
 

@@ -21,14 +21,18 @@ struct tk__kernel_box {
     atomic_flag work_busy;
     void *work;
     size_t work_bytes;
+    tk__pool *pool;    /* the threads of its runs */
 };
 
 static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
                           tk_body_fn body, void *user, bool is_axpy, float alpha)
 {
     struct tk__kernel_box *b = malloc(sizeof *b);
-    if (!b)
+    tk__pool *pool = b ? tk__pool_new() : NULL;
+    if (!pool) {
+        free(b);
         return tk__fail(TK_ENOMEM, "%s: out of memory for the handle", fn);
+    }
     b->k = (tk_kernel){n_inputs, TK_BODY_ELEMENTWISE, body, user, is_axpy,
                        {alpha, TK_ARITH_NUMPY}, TK__REDUCE_NONE, TK_DTYPE_F32, true, 1,
                        false};
@@ -38,6 +42,7 @@ static int tk__kernel_new(tk_kernel **out, const char *fn, int n_inputs,
     atomic_flag_clear(&b->work_busy);
     b->work = NULL;
     b->work_bytes = 0;
+    b->pool = pool;
     *out = &b->k;
     return TK_OK;
 }
@@ -90,8 +95,14 @@ void tk_kernel_destroy(tk_kernel *k)
     if (!k)
         return;
     struct tk__kernel_box *b = (struct tk__kernel_box *)k;
+    tk__pool_free(b->pool);
     free(b->work);
     free(b);
+}
+
+tk__pool *tk__kernel_pool(const tk_kernel *k)
+{
+    return ((const struct tk__kernel_box *)k)->pool;
 }
 
 static int tk__kernel_admit(const void *h, int param, int64_t value)

@@ -3,10 +3,14 @@
 #include "tk_test.h"
 
 #include <criterion/parameterized.h>
+#include <dirent.h>
+#include <fenv.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- the independent reference -------------------------------------------------
  * Round to nearest even written from the definition (not the library's
@@ -1246,6 +1250,108 @@ Test(kernel, threads_respect_the_body)
     expect_unchanged(out, before, "a failure on one of 3 threads");
     free(before);
     tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
+}
+
+/* Threads of this process, from /proc/self/task. */
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* A thread that has returned from pthread_join may linger in /proc a
+ * moment: wait up to a second for the count to come down to `want`. */
+static int task_count_settled(int want)
+{
+    int n = task_count();
+    for (int i = 0; i < 100 && n != want; i++) {
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+        n = task_count();
+    }
+    return n;
+}
+
+/* The kernel handle keeps its workers between runs and ends them when it
+ * is destroyed; a child forked after they started (which has none of them)
+ * runs on threads of its own, with the same bits; every band computes under
+ * the caller's floating-point environment. */
+Test(kernel, threads_are_kept_by_the_handle_and_survive_fork)
+{
+    static const float alpha = 0.7f;
+    tk_matrix *x = make(TK_DTYPE_BF16, 512, 1024, 1024, 97);
+    tk_matrix *y = make(TK_DTYPE_BF16, 512, 1024, 1024, 98);
+    tk_matrix *out = make(TK_DTYPE_BF16, 512, 1024, 1024, 99);
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, alpha);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 512, 1024, 8, 128), TK_OK);
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_axpy(&k, alpha), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
+    int before = task_count();
+    for (int run = 0; run < 3; run++) {
+        memset(tk_matrix_data(out), 0, 512 * 1024 * 2);
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+        expect_bits(out, want, "3 threads");
+        cr_assert_eq(task_count(), before + 2, "run %d: the two workers stay, no more", run);
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {   /* no Criterion assertions here: the exit status says */
+        memset(tk_matrix_data(out), 0, 512 * 1024 * 2);
+        int rc = tk_kernel_run(k, t, in, out);
+        for (int64_t e = 0; !rc && e < 512 * 1024; e++)
+            rc = ((const uint16_t *)tk_matrix_data(out))[e] != want[e] ? 100 : 0;
+        tk_kernel_destroy(k);
+        _exit(rc);
+    }
+    int status = -1;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child: status 0x%x",
+              status);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    expect_bits(out, want, "3 threads after a fork");
+
+    /* Every band runs under the caller's rounding mode, not the one the
+     * workers started under: the same bits as one thread, upward. */
+    tk_matrix *fx = make(TK_DTYPE_F32, 512, 1024, 1024, 100);
+    tk_matrix *fy = make(TK_DTYPE_F32, 512, 1024, 1024, 101);
+    tk_matrix *near = make(TK_DTYPE_F32, 512, 1024, 1024, 0);
+    tk_matrix *up1 = make(TK_DTYPE_F32, 512, 1024, 1024, 0);
+    tk_matrix *up3 = make(TK_DTYPE_F32, 512, 1024, 1024, 0);
+    const tk_matrix *fin[] = {fx, fy};
+    tk_kernel *one;
+    tkt_expect_status(tk_kernel_axpy(&one, alpha), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, fin, near), TK_OK);
+    fesetround(FE_UPWARD);
+    int rc1 = tk_kernel_run(one, t, fin, up1), rc3 = tk_kernel_run(k, t, fin, up3);
+    fesetround(FE_TONEAREST);
+    tkt_expect_status(rc1, TK_OK);
+    tkt_expect_status(rc3, TK_OK);
+    size_t bytes = 512 * 1024 * sizeof(float);
+    cr_assert_neq(memcmp(tk_matrix_data(near), tk_matrix_data(up1), bytes), 0,
+                  "the data must show the rounding mode");
+    cr_assert_eq(memcmp(tk_matrix_data(up3), tk_matrix_data(up1), bytes), 0,
+                 "3 threads rounded other than the caller");
+    tk_kernel_destroy(one);
+    tk_matrix_destroy(fx);
+    tk_matrix_destroy(fy);
+    tk_matrix_destroy(near);
+    tk_matrix_destroy(up1);
+    tk_matrix_destroy(up3);
+    tk_kernel_destroy(k);
+    cr_assert_eq(task_count_settled(before), before, "destroy ends the workers");
+    free(want);
     tk_tiling_destroy(t);
     tk_matrix_destroy(x);
     tk_matrix_destroy(y);
