@@ -390,14 +390,6 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 #if TK__ISA_X86
 #include <immintrin.h>
 
-/* u + 0x7FFF + its bit 16 on sixteen lanes: TK__BF16_ROUND before the low
- * half goes. */
-TK__ON_AVX512 static inline __m512i tk__bf16_biased_512(__m512i u)
-{
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    return _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
-}
-
 /* TK__BF16_ROUND on sixteen lanes, NaNs by mask: each lane's f32 bits
  * with the low half cleared. */
 TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
@@ -418,14 +410,6 @@ TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool s
         _mm256_stream_si256((__m256i *)(void *)d, h);
     else
         _mm256_storeu_si256((__m256i *)(void *)d, h);
-}
-
-/* u + 0x7FFF + its bit 16 on eight lanes: TK__BF16_ROUND before the low
- * half goes. */
-TK__ON_AVX2 static inline __m256i tk__bf16_biased_256(__m256i u)
-{
-    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    return _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
 }
 
 /* The same two on eight lanes of the AVX2 path; a put takes two vectors,

@@ -216,7 +216,6 @@ TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t
                                                     const uint16_t *y, int64_t n, float a)
 {
     const __m512 va = _mm512_set1_ps(a);
-    const __m512i bias = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
     int64_t c = 0;
     for (; c + 32 <= n; c += 32) {
         if (c + 2 * TK__AHEAD < n) {
@@ -233,9 +232,7 @@ TK__ON_AVX512 static int64_t tk__axpy_bf16_lines_512(uint16_t *o, const uint16_t
             __m512 v = _mm512_add_ps(_mm512_mul_ps(va, fx), fy);
             nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
             /* TK__BF16_ROUND without its NaN lanes: those go below. */
-            __m512i u = _mm512_castps_si512(v);
-            u = _mm512_add_epi32(u, _mm512_add_epi32(
-                                        bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+            __m512i u = tk__bf16_biased_512(_mm512_castps_si512(v));
             h[k] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16));
         }
         if (nan) {
@@ -257,7 +254,6 @@ TK__ON_AVX2 static int64_t tk__axpy_bf16_lines_256(uint16_t *o, const uint16_t *
                                                   const uint16_t *y, int64_t n, float a)
 {
     const __m256 va = _mm256_set1_ps(a);
-    const __m256i bias = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1);
     int64_t c = 0;
     for (; c + 32 <= n; c += 32) {
         if (c + 2 * TK__AHEAD < n) {
@@ -273,10 +269,7 @@ TK__ON_AVX2 static int64_t tk__axpy_bf16_lines_256(uint16_t *o, const uint16_t *
                 _mm256_cvtepu16_epi32(_mm_loadu_si128((const void *)(y + c + 8 * k))), 16));
             __m256 v = _mm256_add_ps(_mm256_mul_ps(va, fx), fy);
             nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            __m256i u = _mm256_castps_si256(v);
-            u = _mm256_add_epi32(u, _mm256_add_epi32(
-                                        bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
-            h[k] = _mm256_srli_epi32(u, 16);
+            h[k] = _mm256_srli_epi32(tk__bf16_biased_256(_mm256_castps_si256(v)), 16);
         }
         /* packus interleaves 128-bit lanes; the permute puts them back in
          * order (the codes fit 16 bits, so nothing saturates). */

@@ -659,6 +659,23 @@ static inline int tk__isa(void)
             name##_portable args;                                                     \
     }                                                                                 \
     static inline __attribute__((always_inline)) void name##_all params
+
+#include <immintrin.h>
+
+/* TK__BF16_ROUND on the vector paths, before the low half goes and without
+ * its NaN lanes (each caller handles those): u + 0x7FFF + its bit 16, on
+ * sixteen and on eight lanes. */
+TK__ON_AVX512 static inline __m512i tk__bf16_biased_512(__m512i u)
+{
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+}
+
+TK__ON_AVX2 static inline __m256i tk__bf16_biased_256(__m256i u)
+{
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
+}
 #else
 #define TK__ISA_X86 0
 #define TK_DISPATCH_RET(type, name, params, args) static type name params
