@@ -1464,6 +1464,7 @@ const char *tk_audit_schedule_name(int schedule)
     case TK_SCHEDULE_NUMPY_ARITH: return "numpy-arithmetic";
     case TK_SCHEDULE_FUSED_KEEP_SUBNORMAL: return "fused-subnormals-kept";
     case TK_SCHEDULE_SEPARATE_FLUSH: return "separate-subnormal-flush";
+    case TK_SCHEDULE_K_TAIL_PADDING: return "k-tail-reads-padding";
     default: return NULL;
     }
 }

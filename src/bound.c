@@ -270,7 +270,8 @@ typedef struct {
     _Atomic int64_t *next;
     atomic_bool *stop;                 /* the candidate failed, or progress stopped the run */
     tk_audit *a;                       /* item 0, the calling thread: the candidate */
-    tk__progress *pr;                  /* with progress: item 0 reports, all count rows */
+    tk__progress *pr;                  /* item 0 reports progress (if asked), all count rows;
+                                          pr->a owns the threads */
     const tk_matrix *const *in;
     tk_matrix *out;
     bool caller;                       /* item 0 */
@@ -295,7 +296,7 @@ static void *tk__chunks_run(void *arg)
         fesetenv(&start);
     }
     const tk__pass *p = &w->p;
-    bool ticks = w->pr && w->pr->a->progress, caller = ticks && w->caller;
+    bool ticks = w->pr->a->progress != NULL, caller = ticks && w->caller;
     while (!atomic_load(w->stop)) {
         int64_t r0 = atomic_fetch_add(w->next, 1) * w->chunk, e0 = r0 * p->n;
         if (r0 >= p->m)
@@ -355,25 +356,23 @@ static void tk__run_chunks(int64_t threads, tk__chunks *w)
     w->chunk = chunk > TK__ROWS_MIN ? chunk : TK__ROWS_MIN;
     w->next = &next;
     w->stop = &stop;
-    if (w->pr) {
-        atomic_store(&w->pr->done, 0);
-        w->pr->rows = w->p.m;
-        w->pr->last = -1.0;   /* the first tick reports */
-        w->pr->stop = &stop;
-    }
+    atomic_store(&w->pr->done, 0);
+    w->pr->rows = w->p.m;
+    w->pr->last = -1.0;   /* the first tick reports */
+    w->pr->stop = &stop;
     for (int64_t i = 0; i < n; i++) {
         t[i] = *w;   /* t may be w itself: then this copies nothing */
         t[i].pack = w->pack + i * tk__pack_doubles(w->p.n, w->p.k);
         t[i].a = i ? NULL : w->a;
         t[i].caller = i == 0;
     }
-    tk__fan_out(w->pr ? w->pr->a->pool : NULL, t, sizeof *t, n, tk__chunks_run);
+    tk__fan_out(w->pr->a->pool, t, sizeof *t, n, tk__chunks_run);
     w->cb = t[0].cb;
     w->left = t[0].left;
     /* A pass ends at 1, also when the calling thread reported none of it
      * (the others took every chunk) or the last 1/256 went unreported. */
     tk__progress *pr = w->pr;
-    if (pr && pr->a->progress && !atomic_load(&stop) && pr->last < 1.0) {
+    if (pr->a->progress && !atomic_load(&stop) && pr->last < 1.0) {
         pr->last = 1.0;
         pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
     }
@@ -400,20 +399,74 @@ static double tk__rms(const float *c, const double *s, int64_t count)
     return fmax(sqrt(sum / (double)count), 0x1p-1022);
 }
 
-/* Which alternative contract explains a failing candidate: a NaN where the
- * oracle's cast is not (the audit's NaN fill showing through), then the
- * exact alternatives by their own bound, then accumulation in bfloat16 or
- * float16, less precise than the contract's, by its probabilistic bound. */
+/* The K block sizes of real kernels: powers of two and the multiples of 128
+ * between them. */
+static const int64_t tk__k_blocks[] = {8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024};
+enum { TK__K_BLOCKS = sizeof tk__k_blocks / sizeof *tk__k_blocks };
+
+/* Whether some block size leaves K a partial last block. */
+static bool tk__k_has_tail(int64_t depth)
+{
+    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
+        if (depth % tk__k_blocks[b])
+            return true;
+    return false;
+}
+
+/* The candidate again, on an output filled with zeros instead of NaN, into
+ * `into` as float32 (its environment, as the first run's, goes back);
+ * pr->rc takes a failure. */
+static void tk__rerun_zero_filled(tk__progress *pr, const tk_matrix *const *in, tk_matrix *out,
+                                  float *into)
+{
+    const tk_audit *a = pr->a;
+    int64_t count = tk_matrix_rows(out) * tk_matrix_cols(out);
+    int dtype = tk_matrix_dtype(out);
+    memset(tk_matrix_data(out), 0, (size_t)count * (size_t)tk__esize(dtype));
+    fenv_t start;
+    fegetenv(&start);
+    int cb = a->fn(a->user, in, out);
+    fesetenv(&start);
+    if (cb)
+        pr->rc = tk__fail(TK_ECALLBACK, "tk_audit_run: candidate returned %d for case %lld "
+                          "when run again for its diagnosis", cb, (long long)pr->index);
+    else
+        tk__row_to_f32(dtype, tk_matrix_data(out), into, count);
+}
+
+/* Which alternative contract explains a failing candidate: first a NaN
+ * where the oracle's cast is not, then the exact alternatives by their own
+ * bound, then accumulation in bfloat16 or float16, less precise than the
+ * contract's, by its probabilistic bound.  A NaN that goes when the
+ * candidate runs again on a zero-filled output came from the NaN the audit
+ * filled it with; one that stays, in every element, where some K block
+ * leaves a tail, came from padding beyond K (Pallas's interpret mode pads
+ * with NaN).  sim receives the rerun: nothing reads it until the narrow
+ * accumulations fill it. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
                                   tk__pass p, const float *cand, const float *want,
                                   const double *s, double *s2, double *A2, double *pack,
-                                  float *sim, tk__progress *pr)
+                                  float *sim, tk__progress *pr, const tk_matrix *const *in,
+                                  tk_matrix *out)
 {
     int64_t count = c->rows * c->cols, at;
     p.mag32 = false;   /* its passes sum magnitudes in float64, as its bounds assume */
+    bool nan = false, all = true;
     for (int64_t e = 0; e < count; e++)
-        if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]))
-            return TK_SCHEDULE_NO_INIT;
+        if (!isnan(want[e]) && isfinite(s[e])) {
+            nan |= isnan(cand[e]);
+            all &= isnan(cand[e]);
+        }
+    if (nan) {
+        tk__rerun_zero_filled(pr, in, out, sim);
+        if (pr->rc)
+            return TK_SCHEDULE_UNKNOWN;
+        for (int64_t e = 0; e < count; e++)
+            if (isnan(cand[e]) && !isnan(sim[e]))
+                return TK_SCHEDULE_NO_INIT;   /* the output's fill showed through */
+        return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
+                                               : TK_SCHEDULE_NO_INIT;
+    }
     bool flush = kc->axpy.arith & TK_ARITH_FTZ;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype, flush);
     if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
@@ -426,13 +479,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_PRODUCTS_ROUNDED;
     }
-    /* The K block sizes of real kernels: powers of two and the multiples of
-     * 128 between them; each distinct tail is tried once. */
-    static const int64_t blocks[] = {8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024};
-    int64_t tried[sizeof blocks / sizeof *blocks];
+    /* Each distinct tail is tried once. */
+    int64_t tried[TK__K_BLOCKS];
     int n_tried = 0;
-    for (size_t b = 0; b < sizeof blocks / sizeof *blocks && blocks[b] < c->depth; b++) {
-        int64_t end = c->depth - c->depth % blocks[b];
+    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < c->depth; b++) {
+        int64_t end = c->depth - c->depth % tk__k_blocks[b];
         bool seen = end == c->depth;   /* no tail at all */
         for (int t = 0; t < n_tried && !seen; t++)
             seen = tried[t] == end;
@@ -698,7 +749,8 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         if (!tk__case_passed(res) && !(rc = tk__progress_report(a, index, "diagnosis", 0.0))) {
             pr.step = "diagnosis";
             res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, s2, A2,
-                                                    pack, so32, &pr);
+                                                    pack, so32, &pr,
+                                                    (const tk_matrix *const *)in, out);
             rc = pr.rc;
         }
     }

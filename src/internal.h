@@ -470,14 +470,18 @@ int tk__exec_padded(const tk__runner *by, const tk_kernel *k, const tk_tiling *t
 int tk__exec_run(const tk__runner *by, const tk_kernel *k, const tk_tiling *t,
                  const tk_matrix *const *inputs, tk_matrix *output, bool aliased, void *undo);
 /* A handle's thread pool (pool.c).  tk__pool_new returns NULL when out of
- * memory; tk__pool_free ends the workers (NULL: nothing). */
+ * memory; tk__pool_stop ends the workers, which a later fan-out starts
+ * again, and tk__pool_free the pool (NULL: nothing).  Neither may run
+ * beside a fan-out on p. */
 typedef struct tk__pool tk__pool;
 tk__pool *tk__pool_new(void);
+void tk__pool_stop(tk__pool *p);
 void tk__pool_free(tk__pool *p);
 /* fn on each of n <= TK_KERNEL_MAX_THREADS items (item i at items + i *
- * size): items 1.. on p's workers (on threads of their own where p is NULL
- * or busy with another fan-out), item 0 (and any whose thread could not
- * start) on the calling one; returns when all are done. */
+ * size): items 1.. on p's workers (on threads of their own where p is NULL,
+ * busy with another fan-out, or its workers are in the process it was
+ * forked from), item 0 (and any whose thread could not start) on the
+ * calling one; returns when all are done. */
 void tk__fan_out(tk__pool *p, void *items, size_t size, int64_t n, void *(*fn)(void *));
 /* The pool of a kernel handle. */
 tk__pool *tk__kernel_pool(const tk_kernel *k);

@@ -134,7 +134,11 @@ static void tk__kernel_store(void *h, int param, int64_t value)
     case TK_KERNEL_ARITH: k->axpy.arith = (int)value; break;
     case TK_KERNEL_ACCUM: k->accum = (int)value; break;
     case TK_KERNEL_UNDO: k->undo = value; break;
-    case TK_KERNEL_THREADS: k->threads = (int)value; break;
+    case TK_KERNEL_THREADS:
+        k->threads = (int)value;
+        if (value == 1)   /* the handle's workers end; none runs (tk__kernel_busy) */
+            tk__pool_stop(tk__kernel_pool(k));
+        break;
     default: k->thread_safe = value; break;  /* TK_KERNEL_THREAD_SAFE */
     }
 }

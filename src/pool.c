@@ -1,16 +1,19 @@
 /* pool.c - the small thread pool a kernel or audit handle owns: workers
  * started by the handle's first run of several threads, asleep between
- * runs, ended by the handle's destroy.
+ * runs, ended by the handle's destroy (or, for a kernel, by setting
+ * TK_KERNEL_THREADS to 1).
  *
  * A fan-out hands item 0 to the calling thread and item i to worker i.  The
- * pool serves one fan-out at a time; another one at the same moment (a
- * concurrent run of a shared kernel, or a candidate that runs the kernel
- * whose audit pass is in progress) starts threads of its own, as does a
- * process forked from the one that started the workers, which has none of
- * them.  Workers block every signal: they run library code only, and a
- * signal meant for the application reaches one of its own threads.  Each
- * item runs under the caller's floating-point environment, as on a thread
- * the caller had just created. */
+ * pool serves one fan-out at a time.  Another one at the same moment starts
+ * threads of its own: a concurrent run of a shared kernel, a thread-safe
+ * body that runs its own kernel from inside a band, a contract kernel's
+ * audit pass run by two audits.  So does a process forked after the workers
+ * started, which has none of them.  Workers block the asynchronous signals
+ * (a signal meant for the application reaches one of its own threads) but
+ * not the ones a fault raises, so the application's handlers still see
+ * those.  Each item runs under the caller's floating-point environment; the
+ * workers keep the CPU affinity and priority of the thread that started
+ * them. */
 #include "internal.h"
 
 #include <fenv.h>
@@ -18,11 +21,10 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 struct tk__pool {
     atomic_flag busy;     /* a fan-out holds the workers */
-    pid_t pid;            /* the process whose threads they are */
+    unsigned fork_gen;    /* tk__fork_gen when the workers started */
     pthread_mutex_t mu;
     pthread_cond_t wake;  /* a round started, or quit */
     pthread_cond_t done;  /* pending reached 0 */
@@ -35,19 +37,34 @@ struct tk__pool {
     void *(*fn)(void *);
     fenv_t env;           /* the caller's floating-point environment */
     pthread_t thread[TK_KERNEL_MAX_THREADS];
+    struct tk__worker {
+        tk__pool *p;
+        int index;
+        uint64_t seen;    /* the last round before it started */
+    } worker[TK_KERNEL_MAX_THREADS];
 };
 
-typedef struct {
-    tk__pool *p;
-    int index;
-} tk__worker;
+/* Counts forks, in the child: a pool whose workers started in an earlier
+ * generation has none in this process.  (A pid would not do: a grandchild
+ * can get the pid of an ancestor that has ended.) */
+static atomic_uint tk__fork_gen;
+static pthread_once_t tk__fork_once = PTHREAD_ONCE_INIT;
+
+static void tk__forked(void)
+{
+    atomic_fetch_add(&tk__fork_gen, 1);
+}
+
+static void tk__count_forks(void)
+{
+    pthread_atfork(NULL, NULL, tk__forked);
+}
 
 static void *tk__worker_main(void *arg)
 {
-    tk__worker w = *(tk__worker *)arg;
-    free(arg);
-    tk__pool *p = w.p;
-    uint64_t seen = 0;
+    struct tk__worker *w = arg;
+    tk__pool *p = w->p;
+    uint64_t seen = w->seen;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->quit && p->round == seen)
@@ -55,9 +72,9 @@ static void *tk__worker_main(void *arg)
         if (p->quit)
             break;
         seen = p->round;
-        if (w.index >= p->n)
+        if (w->index >= p->n)
             continue;   /* this round has fewer items than workers */
-        void *item = p->items + (size_t)w.index * p->size;
+        void *item = p->items + (size_t)w->index * p->size;
         void *(*fn)(void *) = p->fn;
         fenv_t env = p->env;
         pthread_mutex_unlock(&p->mu);
@@ -92,21 +109,38 @@ tk__pool *tk__pool_new(void)
         return NULL;
     }
     atomic_flag_clear(&p->busy);
-    p->pid = getpid();
+    pthread_once(&tk__fork_once, tk__count_forks);
     return p;
+}
+
+/* Whether p's workers, if any, are threads of this process. */
+static bool tk__pool_here(const tk__pool *p)
+{
+    return p->fork_gen == atomic_load(&tk__fork_gen);
+}
+
+void tk__pool_stop(tk__pool *p)
+{
+    if (!p || !p->started || !tk__pool_here(p))
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i <= p->started; i++)
+        pthread_join(p->thread[i], NULL);
+    p->started = 0;
+    p->quit = false;
 }
 
 void tk__pool_free(tk__pool *p)
 {
     if (!p)
         return;
-    if (p->pid == getpid()) {   /* in a forked child the workers do not exist */
-        pthread_mutex_lock(&p->mu);
-        p->quit = true;
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->mu);
-        for (int i = 1; i <= p->started; i++)
-            pthread_join(p->thread[i], NULL);
+    /* In a forked child the workers do not exist, and the lock and
+     * conditions may be copies taken while one of them held them. */
+    if (!p->started || tk__pool_here(p)) {
+        tk__pool_stop(p);
         pthread_cond_destroy(&p->done);
         pthread_cond_destroy(&p->wake);
         pthread_mutex_destroy(&p->mu);
@@ -114,30 +148,33 @@ void tk__pool_free(tk__pool *p)
     free(p);
 }
 
-/* Block every signal in the calling thread, which threads it creates
- * inherit; *old is its mask before. */
+/* Block the asynchronous signals in the calling thread, which threads it
+ * creates inherit; *old is its mask before.  The ones a fault raises stay
+ * open: blocked, they would end the process past the application's
+ * handlers. */
 static void tk__block_signals(sigset_t *old)
 {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, old);
+    static const int fault[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    sigset_t mask;
+    sigfillset(&mask);
+    for (size_t i = 0; i < sizeof fault / sizeof fault[0]; i++)
+        sigdelset(&mask, fault[i]);
+    pthread_sigmask(SIG_SETMASK, &mask, old);
 }
 
 /* Start workers up to index n - 1 (p->mu held); as many as could start. */
 static void tk__pool_grow(tk__pool *p, int64_t n)
 {
+    if (!p->started)
+        p->fork_gen = atomic_load(&tk__fork_gen);
     sigset_t old;
     tk__block_signals(&old);
     while (p->started + 1 < n) {
-        tk__worker *w = malloc(sizeof *w);
-        if (!w)
+        int i = p->started + 1;
+        /* Its first round is the one about to start. */
+        p->worker[i] = (struct tk__worker){p, i, p->round};
+        if (pthread_create(&p->thread[i], NULL, tk__worker_main, &p->worker[i]))
             break;
-        *w = (tk__worker){p, p->started + 1};
-        /* Its first round is the one about to start: it has seen none. */
-        if (pthread_create(&p->thread[w->index], NULL, tk__worker_main, w)) {
-            free(w);
-            break;
-        }
         p->started++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -162,22 +199,9 @@ static void tk__fan_out_once(char *items, size_t size, int64_t n, void *(*fn)(vo
             pthread_join(thread[i], NULL);
 }
 
-void tk__fan_out(tk__pool *p, void *items, size_t size, int64_t n, void *(*fn)(void *))
+/* The pool's round, on p->mu's terms. */
+static void tk__fan_out_pool(tk__pool *p, char *it, size_t size, int64_t n, void *(*fn)(void *))
 {
-    char *it = items;
-    if (n <= 1) {
-        fn(it);
-        return;
-    }
-    if (!p || atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
-        tk__fan_out_once(it, size, n, fn);
-        return;
-    }
-    if (p->pid != getpid()) {
-        atomic_flag_clear_explicit(&p->busy, memory_order_release);
-        tk__fan_out_once(it, size, n, fn);
-        return;
-    }
     pthread_mutex_lock(&p->mu);
     tk__pool_grow(p, n);
     int64_t workers = p->started + 1 < n ? p->started : n - 1;
@@ -198,5 +222,27 @@ void tk__fan_out(tk__pool *p, void *items, size_t size, int64_t n, void *(*fn)(v
     while (p->pending)
         pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    atomic_flag_clear_explicit(&p->busy, memory_order_release);
+}
+
+void tk__fan_out(tk__pool *p, void *items, size_t size, int64_t n, void *(*fn)(void *))
+{
+    char *it = items;
+    if (n <= 1) {
+        fn(it);
+        return;
+    }
+    /* The waits below are cancellation points; a cancelled caller would
+     * leave the pool locked and the workers' items unjoined. */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    if (!p || atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire)) {
+        tk__fan_out_once(it, size, n, fn);
+    } else {
+        if (p->started && !tk__pool_here(p))
+            tk__fan_out_once(it, size, n, fn);
+        else
+            tk__fan_out_pool(p, it, size, n, fn);
+        atomic_flag_clear_explicit(&p->busy, memory_order_release);
+    }
+    pthread_setcancelstate(cancel, NULL);
 }

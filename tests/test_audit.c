@@ -894,10 +894,10 @@ Test(audit_errors, a_failing_contract_body_names_the_case_and_block)
 
 Test(audit_diagnosis, schedule_names)
 {
-    for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_SEPARATE_FLUSH; s++)
+    for (int s = TK_SCHEDULE_NOT_RUN; s <= TK_SCHEDULE_K_TAIL_PADDING; s++)
         cr_assert_not_null(tk_audit_schedule_name(s), "schedule %d", s);
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_EARLY_ROUND), "early-rounding");
-    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_FLUSH + 1));
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING + 1));
     cr_assert_null(tk_audit_schedule_name(-2));
 }
 

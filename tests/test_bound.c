@@ -1,6 +1,7 @@
 /* test_bound.c - the audit of reduction contracts from C: a k-blocked f32
- * matmul passes within the bound while differing in bits, a candidate that
- * drops the K tail and one that accumulates in bf16 are named, the
+ * matmul passes within the bound while differing in bits, candidates that
+ * drop the K tail, read NaN padding beyond it, read their output before
+ * writing it or accumulate in bf16 are named, the
  * results and report say so, and every refusal names what it refuses. */
 #include "tk_test.h"
 
@@ -14,10 +15,13 @@
 enum { M = 9, K = 300, N = 70, DEEP = 700 };
 
 /* f32 accumulation over k in blocks of bk, the last block left out when
- * drop is set; or (bf16) a bfloat16 accumulator. */
+ * drop is set; or (bf16) a bfloat16 accumulator.  Memory it should not
+ * read: (nan_pad) the last block read whole, NaN beyond k; (into_out)
+ * sums added to the output as handed over; (nan_row) the first row from
+ * scratch never written (NaN). */
 struct how {
     int bk;
-    bool drop, bf16;
+    bool drop, bf16, nan_pad, into_out, nan_row;
 };
 
 static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
@@ -28,17 +32,19 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
     float *o = calloc((size_t)(m * n), sizeof *o);
     tk_matrix_to_f32(in[0], x, k);
     tk_matrix_to_f32(in[1], y, n);
+    if (h->into_out)
+        tk_matrix_to_f32(out, o, n);
     int64_t end = h->drop ? k - k % h->bk : k;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
-            float acc = 0.0f;
+            float acc = o[i * n + j];
             for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
                 float part = 0.0f;
-                for (int64_t kk = k0; kk < k0 + h->bk && kk < end; kk++)
-                    part += x[i * k + kk] * y[kk * n + j];
+                for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad); kk++)
+                    part += kk < k ? x[i * k + kk] * y[kk * n + j] : NAN;
                 acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
             }
-            o[i * n + j] = acc;
+            o[i * n + j] = h->nan_row && i == 0 ? NAN : acc;
         }
     tk_matrix *t;
     int rc = tk_matrix_from_f32(&t, tk_matrix_dtype(out), m, n, o, n);
@@ -98,7 +104,7 @@ static tk_audit *audit_of(struct how *h, tk_kernel **k)
 
 Test(bound, a_correct_matmul_passes_while_differing_in_bits)
 {
-    struct how h = {128, false, false};
+    struct how h = {.bk = 128};
     tk_kernel *k;
     tk_audit *a = audit_of(&h, &k);
     cr_assert_eq(tk_audit_run(a), TK_OK, "%s", tk_last_error_message());
@@ -273,9 +279,12 @@ Test(bound, wrong_kernels_are_named)
     const struct {
         struct how h;
         int want;
-    } cases[] = {{{128, true, false}, TK_SCHEDULE_K_TAIL},
-                 {{1, false, true}, TK_SCHEDULE_BF16_ACCUM}};
-    for (size_t c = 0; c < 2; c++) {
+    } cases[] = {{{.bk = 128, .drop = true}, TK_SCHEDULE_K_TAIL},
+                 {{.bk = 1, .bf16 = true}, TK_SCHEDULE_BF16_ACCUM},
+                 {{.bk = 128, .nan_pad = true}, TK_SCHEDULE_K_TAIL_PADDING},
+                 {{.bk = 128, .into_out = true}, TK_SCHEDULE_NO_INIT},
+                 {{.bk = 128, .nan_row = true}, TK_SCHEDULE_NO_INIT}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct how h = cases[c].h;
         tk_kernel *k;
         tk_audit *a = audit_of(&h, &k);
@@ -294,7 +303,9 @@ Test(bound, wrong_kernels_are_named)
     }
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL), "k-tail-dropped");
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_NO_INIT), "missing-initialization");
-    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_SEPARATE_FLUSH + 1));
+    cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING),
+                     "k-tail-reads-padding");
+    cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING + 1));
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
@@ -623,7 +634,7 @@ Test(bound, threads_give_the_same_report)
     tkt_fill(x, BM * K, 5);
     tkt_fill(y, K * N, 6);
     const float *orig[2] = {x, y};
-    struct how hows[] = {{128, false, false}, {128, true, false}, {1, false, true}};
+    struct how hows[] = {{.bk = 128}, {.bk = 128, .drop = true}, {.bk = 1, .bf16 = true}};
     for (size_t h = 0; h < sizeof hows / sizeof *hows; h++) {
         static char text[2][1 << 20];
         for (int th = 0; th < 2; th++) {
@@ -661,7 +672,7 @@ Test(bound, a_failing_candidate_stops_the_oracle_too)
     tkt_fill(x, EM * EK, 8);
     tkt_fill(y, EK * EN, 9);
     const float *orig[2] = {x, y};
-    struct how h = {128, false, false};
+    struct how h = {.bk = 128};
     for (int threads = 1; threads <= 3; threads += 2) {
         tk_kernel *k;
         tk_audit *a;
@@ -699,7 +710,7 @@ Test(bound, the_candidates_rounding_mode_stays_out_of_the_report)
     tkt_fill(x, EM * EK, 10);
     tkt_fill(y, EK * EN, 11);
     const float *orig[2] = {x, y};
-    struct how h = {128, false, false};
+    struct how h = {.bk = 128};
     static char text[2][1 << 16];
     for (int threads = 1; threads <= 3; threads += 2) {
         for (int up = 0; up < 2; up++) {
@@ -766,7 +777,7 @@ static int step_rank(const char *step)
  * stops the run where it is, the last complete run's results kept. */
 Test(bound, progress_follows_the_passes_and_can_stop_the_run)
 {
-    struct how h = {1, false, true};   /* a bf16 accumulator: diagnosed */
+    struct how h = {.bk = 1, .bf16 = true};   /* a bf16 accumulator: diagnosed */
     tk_kernel *k;
     tk_audit *a = audit_of_depth(&h, &k, DEEP);
     static char quiet[1 << 16], logged[1 << 16], after[1 << 16];
@@ -844,7 +855,7 @@ Test(bound, progress_reports_the_oracle_when_other_threads_did_it)
     static float x[RM * RK], y[RK * RN];
     tkt_fill(x, RM * RK, 12);
     tkt_fill(y, RK * RN, 13);
-    struct how h = {128, false, false};
+    struct how h = {.bk = 128};
     tk_kernel *k;
     tk_audit *a;
     cr_assert_eq(tk_kernel_matmul(&k), TK_OK);

@@ -5,6 +5,8 @@
 #include <criterion/parameterized.h>
 #include <dirent.h>
 #include <fenv.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1284,7 +1286,7 @@ static int task_count_settled(int want)
  * is destroyed; a child forked after they started (which has none of them)
  * runs on threads of its own, with the same bits; every band computes under
  * the caller's floating-point environment. */
-Test(kernel, threads_are_kept_by_the_handle_and_survive_fork)
+Test(kernel, threads_are_kept_by_the_handle_and_survive_fork, .timeout = 60)
 {
     static const float alpha = 0.7f;
     tk_matrix *x = make(TK_DTYPE_BF16, 512, 1024, 1024, 97);
@@ -1304,10 +1306,17 @@ Test(kernel, threads_are_kept_by_the_handle_and_survive_fork)
         expect_bits(out, want, "3 threads");
         cr_assert_eq(task_count(), before + 2, "run %d: the two workers stay, no more", run);
     }
+    /* One thread ends them; the next run of three starts them again. */
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 1), TK_OK);
+    cr_assert_eq(task_count_settled(before), before, "TK_KERNEL_THREADS 1 ends the workers");
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    cr_assert_eq(task_count(), before + 2, "a later run of three starts two workers");
     fflush(NULL);
     pid_t child = fork();
     cr_assert_geq(child, 0);
     if (child == 0) {   /* no Criterion assertions here: the exit status says */
+        alarm(30);
         memset(tk_matrix_data(out), 0, 512 * 1024 * 2);
         int rc = tk_kernel_run(k, t, in, out);
         for (int64_t e = 0; !rc && e < 512 * 1024; e++)
@@ -1356,6 +1365,104 @@ Test(kernel, threads_are_kept_by_the_handle_and_survive_fork)
     tk_matrix_destroy(x);
     tk_matrix_destroy(y);
     tk_matrix_destroy(out);
+}
+
+/* A thread-safe body that copies its first input and records, on the
+ * threads other than the caller's, whether SIGINT (asynchronous) and
+ * SIGSEGV (raised by a fault) are blocked. */
+struct mask_ctx {
+    pthread_t caller;
+    atomic_int worker_bands, int_open, segv_blocked;
+};
+
+static int mask_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                   const float *const *in, float *out)
+{
+    struct mask_ctx *m = user;
+    if (!pthread_equal(pthread_self(), m->caller)) {
+        sigset_t now;
+        pthread_sigmask(SIG_BLOCK, NULL, &now);
+        atomic_fetch_add(&m->worker_bands, 1);
+        atomic_fetch_add(&m->int_open, !sigismember(&now, SIGINT));
+        atomic_fetch_add(&m->segv_blocked, sigismember(&now, SIGSEGV) == 1);
+    }
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(out + r * ld, in[0] + r * ld, (size_t)cols * sizeof(float));
+    return 0;
+}
+
+/* Workers keep asynchronous signals for the application's threads but not
+ * the ones a fault raises, whose handlers must still run. */
+Test(kernel, workers_block_asynchronous_signals_only, .timeout = 60)
+{
+    tk_matrix *x = make(TK_DTYPE_F32, 256, 1024, 1024, 97);
+    tk_matrix *out = make(TK_DTYPE_F32, 256, 1024, 1024, 0);
+    const tk_matrix *in[] = {x};
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 256, 1024, 8, 128), TK_OK);
+    struct mask_ctx m = {.caller = pthread_self()};
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_custom(&k, 1, mask_cb, &m), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
+    for (int run = 0; run < 2; run++)   /* the run that starts them, and a later one */
+        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    cr_assert_eq(memcmp(tk_matrix_data(out), tk_matrix_data(x), 256 * 1024 * sizeof(float)), 0);
+    cr_assert_gt(atomic_load(&m.worker_bands), 0, "no band ran on a worker");
+    cr_assert_eq(atomic_load(&m.int_open), 0, "a worker left SIGINT open");
+    cr_assert_eq(atomic_load(&m.segv_blocked), 0, "a worker blocked SIGSEGV");
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(out);
+}
+
+/* Two threads run one 3-thread kernel at once: one has the handle's
+ * workers, the other threads of its own, and both get the oracle's bits. */
+struct shared_run {
+    tk_kernel *k;
+    const tk_tiling *t;
+    const tk_matrix *const *in;
+    tk_matrix *out;
+    int rc;
+};
+
+static void *shared_run_main(void *arg)
+{
+    struct shared_run *s = arg;
+    for (int i = 0; i < 20 && !s->rc; i++)
+        s->rc = tk_kernel_run(s->k, s->t, s->in, s->out);
+    return NULL;
+}
+
+Test(kernel, a_kernel_run_by_two_threads_at_once_gives_both_the_bits, .timeout = 120)
+{
+    tk_matrix *x = make(TK_DTYPE_BF16, 256, 1024, 1024, 97);
+    tk_matrix *y = make(TK_DTYPE_BF16, 256, 1024, 1024, 98);
+    tk_matrix *out[2] = {make(TK_DTYPE_BF16, 256, 1024, 1024, 0),
+                         make(TK_DTYPE_BF16, 256, 1024, 1024, 0)};
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, 0.7f);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 256, 1024, 8, 128), TK_OK);
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_axpy(&k, 0.7f), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 3), TK_OK);
+    struct shared_run s[2] = {{k, t, in, out[0], 0}, {k, t, in, out[1], 0}};
+    pthread_t other;
+    cr_assert_eq(pthread_create(&other, NULL, shared_run_main, &s[1]), 0);
+    shared_run_main(&s[0]);
+    pthread_join(other, NULL);
+    for (int i = 0; i < 2; i++) {
+        tkt_expect_status(s[i].rc, TK_OK);
+        expect_bits(out[i], want, "a run beside another");
+        tk_matrix_destroy(out[i]);
+    }
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
 }
 
 /* ---- every bit pattern: NaN, Inf, subnormals, ties, overflow ----------------------------- */

@@ -2,8 +2,8 @@
 cases (f32, bf16, f16 and fp8 inputs; the seed's shapes and a 512x1024x768
 matmul with tails), each with a correct candidate that sums in another
 order (bit-different, within the bound), one that accumulates in bf16 and
-one that drops the K tail, named correctly; products rounded early and a
-missing initialization; the bound itself against a direct computation;
+one that drops the K tail, named correctly; products rounded early, a
+missing initialization and a K tail that reads NaN padding; the bound itself against a direct computation;
 and the refusals."""
 import ml_dtypes
 import numpy as np
@@ -161,6 +161,32 @@ def test_products_rounded_and_missing_initialization_are_named():
             out += f32(x[:, k0:k0 + 128]) @ f32(y[k0:k0 + 128])
     r = tk.audit_matmul(no_init, shapes=[(9, 129, 65)], dtypes=["float32"])
     assert r.cases[0].diagnosis == "missing-initialization"
+
+
+def nan_padded(a, axis, bk=128):
+    """a padded along axis to a multiple of bk with NaN, as Pallas's
+    interpret mode pads a partial block."""
+    pad = [(0, 0)] * a.ndim
+    pad[axis] = (0, -a.shape[axis] % bk)
+    return np.pad(f32(a), pad, constant_values=np.nan)
+
+
+def test_a_k_tail_that_reads_padding_is_named():
+    """The last K block read whole, NaN beyond K: every element NaN, with
+    or without the output's fill, so not a missing initialization."""
+    def reads_padding(x, y):
+        return blocked(nan_padded(x, 1), nan_padded(y, 0)).astype(x.dtype)
+
+    def row_sum_reads_padding(x):
+        return nan_padded(x, 1).sum(axis=1, keepdims=True).astype(x.dtype)
+
+    r = tk.audit_matmul(reads_padding, shapes=SEED_SHAPES, dtypes=DTYPES)
+    for c in r.cases:   # a depth of 128 is one whole block: no padding read
+        assert (c.diagnosis, c.passed) == (("not-run", True) if c.depth == 128 else
+                                           ("k-tail-reads-padding", False)), r.summary()
+    r = tk.audit_row_sum(row_sum_reads_padding, shapes=[(9, 129), (15, 1031)],
+                         dtypes=["float32", "bfloat16"])
+    assert {c.diagnosis for c in r.cases} == {"k-tail-reads-padding"}, r.summary()
 
 
 def bound_of(x, y, scale):

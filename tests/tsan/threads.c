@@ -1,5 +1,6 @@
 /* threads.c - `make tsan`: eight threads at once, each with handles of its
- * own and all sharing some read-only ones (a kernel, a tiling, the inputs),
+ * own and all sharing some read-only ones (kernels, a tiling, the inputs;
+ * one kernel runs on three threads, so its runs contend for its workers),
  * run kernels under every tail, a pipeline, an audit with its report, a
  * compare, a bench and deliberate errors.  Built with -fsanitize=thread;
  * ThreadSanitizer must report nothing.  Each thread also checks that the
@@ -19,6 +20,11 @@ static tk_kernel *shared_kernel;
 static tk_tiling *shared_tiling;
 static tk_matrix *shared_in[2];
 static float xs[ROWS * COLS], ys[ROWS * COLS];
+/* 512x512: four bands of 65536 elements, so three threads split it. */
+#define WIDE 512
+static tk_kernel *wide_kernel;
+static tk_tiling *wide_tiling;
+static tk_matrix *wide_in[2], *wide_ref;
 static const char *dir = ".";
 
 static int nothing(void *user)
@@ -177,6 +183,14 @@ static const char *work(int id)
     }
     if (!why)
         why = threaded_runs();
+    for (int i = 0; !why && i < 3; i++) {
+        tk_matrix *w = NULL;
+        if (tk_matrix_create(&w, TK_DTYPE_F32, WIDE, WIDE) ||
+            tk_kernel_run(wide_kernel, wide_tiling, (const tk_matrix *const *)wide_in, w) ||
+            memcmp(tk_matrix_data(w), tk_matrix_data(wide_ref), WIDE * WIDE * sizeof(float)))
+            why = "a shared kernel's run on three threads beside the others";
+        tk_matrix_destroy(w);
+    }
     if (!why && (tk_tiling_create(&t, 48, 384, 8, 128) ||
                  tk_device_simulated(&dev, "TPU v5 lite") ||
                  tk_pipeline_create(&p, shared_kernel, t, dev)))
@@ -262,10 +276,26 @@ int main(int argc, char **argv)
     if (tk_kernel_axpy(&shared_kernel, 2.0f) ||
         tk_tiling_create(&shared_tiling, ROWS, COLS, 8, 128) ||
         tk_matrix_wrap(&shared_in[0], TK_DTYPE_F32, ROWS, COLS, COLS, xs) ||
-        tk_matrix_wrap(&shared_in[1], TK_DTYPE_F32, ROWS, COLS, COLS, ys)) {
+        tk_matrix_wrap(&shared_in[1], TK_DTYPE_F32, ROWS, COLS, COLS, ys) ||
+        tk_kernel_axpy(&wide_kernel, 0.75f) || tk_kernel_set(wide_kernel, TK_KERNEL_THREADS, 3) ||
+        tk_tiling_create(&wide_tiling, WIDE, WIDE, 8, 128) ||
+        tk_matrix_create(&wide_in[0], TK_DTYPE_F32, WIDE, WIDE) ||
+        tk_matrix_create(&wide_in[1], TK_DTYPE_F32, WIDE, WIDE) ||
+        tk_matrix_create(&wide_ref, TK_DTYPE_F32, WIDE, WIDE)) {
         fprintf(stderr, "tsan: setup: %s\n", tk_last_error_message());
         return 1;
     }
+    for (int i = 0; i < WIDE * WIDE; i++) {
+        ((float *)tk_matrix_data(wide_in[0]))[i] = (float)(i % 11) * 0.125f - 0.5f;
+        ((float *)tk_matrix_data(wide_in[1]))[i] = (float)(i % 5) * 0.375f;
+    }
+    tk_kernel *one;   /* the reference: one thread */
+    if (tk_kernel_axpy(&one, 0.75f) ||
+        tk_kernel_run(one, wide_tiling, (const tk_matrix *const *)wide_in, wide_ref)) {
+        fprintf(stderr, "tsan: setup: %s\n", tk_last_error_message());
+        return 1;
+    }
+    tk_kernel_destroy(one);
     pthread_t t[THREADS];
     int failed = 0;
     for (int i = 0; i < THREADS; i++)
@@ -280,6 +310,11 @@ int main(int argc, char **argv)
     tk_matrix_destroy(shared_in[1]);
     tk_tiling_destroy(shared_tiling);
     tk_kernel_destroy(shared_kernel);
+    tk_kernel_destroy(wide_kernel);
+    tk_tiling_destroy(wide_tiling);
+    for (int i = 0; i < 2; i++)
+        tk_matrix_destroy(wide_in[i]);
+    tk_matrix_destroy(wide_ref);
     printf("tsan: %d threads x 3 rounds: %s\n", THREADS, failed ? "FAILED" : "every check passed");
     return failed != 0;
 }
