@@ -11,6 +11,9 @@
 #include <time.h>
 
 #include <tilekern.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 /* In native.c (-O3 -march=native), as the baselines below. */
 void bench_stream_copy(void *restrict dst, const void *restrict src, size_t bytes);
@@ -48,6 +51,54 @@ static inline void bench_interleaved(bench_fn *fns, void **ctx, int n_fns,
         fns[f](ctx[f]);
     for (int r = 0; r < reps; r++)
         for (int f = 0; f < n_fns; f++) {
+            double t0 = bench_now();
+            fns[f](ctx[f]);
+            s[f * reps + r] = bench_now() - t0;
+        }
+    for (int f = 0; f < n_fns; f++)
+        med[f] = bench_median(s + f * reps, reps);
+    free(s);
+}
+
+/* A buffer bench_interleaved_cold flushes from the caches. */
+typedef struct {
+    const void *p;
+    size_t bytes;
+} bench_buf;
+
+/* Write back and drop p's lines from every cache level (x86; elsewhere
+ * nothing). */
+static inline void bench_flush(const void *p, size_t bytes)
+{
+#if defined(__CLFLUSHOPT__)   /* -march=native: unordered, so many at once */
+    for (size_t i = 0; i < bytes; i += 64)
+        _mm_clflushopt((void *)((const char *)p + i));
+    _mm_mfence();
+#elif defined(__SSE2__)
+    for (size_t i = 0; i < bytes; i += 64)
+        _mm_clflush((const char *)p + i);
+    _mm_mfence();
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* bench_interleaved with every buffer in bufs flushed from the caches
+ * before each call (untimed), so that each call reads and writes memory:
+ * a last-level cache that holds a 64 MiB operand (a Xeon's 260 MiB)
+ * otherwise favours whichever call finds its source left there by the one
+ * before it. */
+static inline void bench_interleaved_cold(bench_fn *fns, void **ctx, int n_fns, int reps,
+                                          double *med, const bench_buf *bufs, int n_bufs)
+{
+    double *s = calloc((size_t)(n_fns * reps), sizeof *s);
+    if (!s) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
+    for (int f = 0; f < n_fns; f++)
+        fns[f](ctx[f]);
+    for (int r = 0; r < reps; r++)
+        for (int f = 0; f < n_fns; f++) {
+            for (int b = 0; b < n_bufs; b++)
+                bench_flush(bufs[b].p, bufs[b].bytes);
             double t0 = bench_now();
             fns[f](ctx[f]);
             s[f * reps + r] = bench_now() - t0;

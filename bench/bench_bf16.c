@@ -5,19 +5,19 @@
  * take at most 1.05x a copy of the same 64 MiB source into a 64 MiB
  * destination, timed interleaved in the same run (median of 25), on the
  * dispatched path.  The copy is the faster of memcpy and a copy by
- * streaming stores: an Intel Xeon with 260 MiB of L3, where glibc's
- * memcpy does not stream at 64 MiB and the streaming copy takes 0.6 of its
- * time, reads 0.84 to 1.04 narrowing (1.00 to 1.20 when the staged blocks
- * went out by four 16-byte streaming stores a line, 1.01 to 1.21 with one
- * stream read ahead instead of four) and 0.72 to 0.83 widening (0.85 to
- * 1.05 with 16-byte stores): narrowing has no room left there.  Against
- * memcpy alone (0.55 to 0.66 with AVX2 or AVX-512 on an AMD EPYC; on an
- * AVX-512 Intel Xeon 0.76 to 0.92 narrowing and 0.72 to 0.79 widening,
- * 1.24 and 1.30 before large destinations were streamed, 0.55 to 0.57 and
- * 0.54 to 0.64 on a later day, 0.66 and 0.54 with the AVX2 path forced;
- * the portable SSE2 path measured 0.93 narrowing on the EPYC, 1.39 on the
- * Xeon).  Prints
- * `name: ratio` lines and exits 1 when a ratio is over the limit. */
+ * streaming stores.  Every buffer is flushed from the caches before each
+ * call (bench_interleaved_cold): on an Intel Xeon with 260 MiB of L3 the
+ * copy otherwise read its source from the cache, where the conversion
+ * before it had left it, while expanding read the bf16 image that
+ * narrowing had streamed out to memory, and expanding measured 0.82 on one
+ * day and 1.04 to 1.13 on another.  From memory on both sides that Xeon
+ * reads 0.82 to 0.92 narrowing and 0.69 to 0.72 expanding.  Earlier
+ * readings, warm and against memcpy alone: 0.55 to 0.66 with AVX2 or
+ * AVX-512 on an AMD EPYC; on the Xeon 0.76 to 0.92 narrowing and 0.72 to
+ * 0.79 widening (1.24 and 1.30 before large destinations were streamed),
+ * 0.66 and 0.54 with the AVX2 path forced; the portable SSE2 path 0.93
+ * narrowing on the EPYC, 1.39 on the Xeon.  Prints `name: ratio` lines
+ * and exits 1 when a ratio is over the limit. */
 #include "bench.h"
 
 #include <math.h>
@@ -81,7 +81,9 @@ int main(void)
     bench_fn fns[] = {run_memcpy, run_stream_copy, run_from_f32, run_to_f32};
     void *ctx[] = {NULL, NULL, NULL, NULL};
     double med[4];
-    bench_interleaved(fns, ctx, 4, REPS, med);
+    const bench_buf bufs[] = {{f32_src, N * sizeof(float)}, {f32_dst, N * sizeof(float)},
+                              {copy_dst, N * sizeof(float)}, {bf16, N * sizeof(uint16_t)}};
+    bench_interleaved_cold(fns, ctx, 4, REPS, med, bufs, 4);
     double copy = bench_faster_copy("bf16_64MiB", med[0], med[1]);
 
     /* The round trip must be right too, or the timing means nothing. */
