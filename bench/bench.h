@@ -40,26 +40,6 @@ static inline double bench_median(double *x, int n)
 
 typedef void (*bench_fn)(void *ctx);
 
-/* Time `n_fns` functions interleaved (fn0, fn1, ..., fn0, fn1, ...) for
- * `reps` rounds after one warm-up each; medians land in med[]. */
-static inline void bench_interleaved(bench_fn *fns, void **ctx, int n_fns,
-                                     int reps, double *med)
-{
-    double *s = calloc((size_t)(n_fns * reps), sizeof *s);
-    if (!s) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
-    for (int f = 0; f < n_fns; f++)
-        fns[f](ctx[f]);
-    for (int r = 0; r < reps; r++)
-        for (int f = 0; f < n_fns; f++) {
-            double t0 = bench_now();
-            fns[f](ctx[f]);
-            s[f * reps + r] = bench_now() - t0;
-        }
-    for (int f = 0; f < n_fns; f++)
-        med[f] = bench_median(s + f * reps, reps);
-    free(s);
-}
-
 /* A buffer bench_interleaved_cold flushes from the caches. */
 typedef struct {
     const void *p;
@@ -106,6 +86,14 @@ static inline void bench_interleaved_cold(bench_fn *fns, void **ctx, int n_fns, 
     for (int f = 0; f < n_fns; f++)
         med[f] = bench_median(s + f * reps, reps);
     free(s);
+}
+
+/* Time `n_fns` functions interleaved (fn0, fn1, ..., fn0, fn1, ...) for
+ * `reps` rounds after one warm-up each; medians land in med[]. */
+static inline void bench_interleaved(bench_fn *fns, void **ctx, int n_fns,
+                                     int reps, double *med)
+{
+    bench_interleaved_cold(fns, ctx, n_fns, reps, med, NULL, 0);
 }
 
 /* One line naming the library's build and dispatched path and the CPU
