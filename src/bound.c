@@ -404,20 +404,26 @@ static double tk__rms(const float *c, const double *s, int64_t count)
 static const int64_t tk__k_blocks[] = {8, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024};
 enum { TK__K_BLOCKS = sizeof tk__k_blocks / sizeof *tk__k_blocks };
 
-/* Whether some block size leaves K a partial last block. */
+/* Whether a power-of-two block size of 8 to 1024 below K leaves it a
+ * partial last block.  (With 192, 384 and 768 as well nearly every K would
+ * have a tail, 512 and 1024 among them, and the name would tell nothing.) */
 static bool tk__k_has_tail(int64_t depth)
 {
-    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
-        if (depth % tk__k_blocks[b])
+    for (int64_t b = 8; b <= 1024 && b < depth; b *= 2)
+        if (depth % b)
             return true;
     return false;
 }
 
+/* float16's largest finite number: no accumulator the diagnosis knows
+ * overflows on a sum whose magnitudes add up to no more. */
+#define TK__NARROWEST_MAX 65504.0
+
 /* The candidate again, on an output filled with zeros instead of NaN, into
  * `into` as float32 (its environment, as the first run's, goes back);
  * pr->rc takes a failure. */
-static void tk__rerun_zero_filled(tk__progress *pr, const tk_matrix *const *in, tk_matrix *out,
-                                  float *into)
+static void tk__rerun_zero_filled(const tk__case *c, tk__progress *pr,
+                                  const tk_matrix *const *in, tk_matrix *out, float *into)
 {
     const tk_audit *a = pr->a;
     int64_t count = tk_matrix_rows(out) * tk_matrix_cols(out);
@@ -429,7 +435,9 @@ static void tk__rerun_zero_filled(tk__progress *pr, const tk_matrix *const *in, 
     fesetenv(&start);
     if (cb)
         pr->rc = tk__fail(TK_ECALLBACK, "tk_audit_run: candidate returned %d for case %lld "
-                          "when run again for its diagnosis", cb, (long long)pr->index);
+                          "(%lldx%lldx%lld %s) when run again for its diagnosis", cb,
+                          (long long)pr->index, (long long)c->rows, (long long)c->depth,
+                          (long long)c->cols, tk_dtype_name(c->dtype));
     else
         tk__row_to_f32(dtype, tk_matrix_data(out), into, count);
 }
@@ -439,15 +447,17 @@ static void tk__rerun_zero_filled(tk__progress *pr, const tk_matrix *const *in, 
  * bound, then accumulation in bfloat16 or float16, less precise than the
  * contract's, by its probabilistic bound.  A NaN that goes when the
  * candidate runs again on a zero-filled output came from the NaN the audit
- * filled it with; one that stays, in every element, where some K block
- * leaves a tail, came from padding beyond K (Pallas's interpret mode pads
- * with NaN).  sim receives the rerun: nothing reads it until the narrow
+ * filled it with.  One that stays, in every element, where K has a tail and
+ * no sum could have overflowed (Inf - Inf), came from padding beyond K
+ * (Pallas's interpret mode pads with NaN); in some elements only, from
+ * scratch never written; where a sum could have overflowed, it is not
+ * named.  sim receives the rerun: nothing reads it until the narrow
  * accumulations fill it. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
                                   tk__pass p, const float *cand, const float *want,
-                                  const double *s, double *s2, double *A2, double *pack,
-                                  float *sim, tk__progress *pr, const tk_matrix *const *in,
-                                  tk_matrix *out)
+                                  const double *s, const double *A, double *s2, double *A2,
+                                  double *pack, float *sim, tk__progress *pr,
+                                  const tk_matrix *const *in, tk_matrix *out)
 {
     int64_t count = c->rows * c->cols, at;
     p.mag32 = false;   /* its passes sum magnitudes in float64, as its bounds assume */
@@ -458,12 +468,15 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             all &= isnan(cand[e]);
         }
     if (nan) {
-        tk__rerun_zero_filled(pr, in, out, sim);
+        tk__rerun_zero_filled(c, pr, in, out, sim);
         if (pr->rc)
             return TK_SCHEDULE_UNKNOWN;
         for (int64_t e = 0; e < count; e++)
             if (isnan(cand[e]) && !isnan(sim[e]))
                 return TK_SCHEDULE_NO_INIT;   /* the output's fill showed through */
+        for (int64_t e = 0; e < count; e++)
+            if (isnan(cand[e]) && !isnan(want[e]) && !(A[e] <= TK__NARROWEST_MAX))
+                return TK_SCHEDULE_UNKNOWN;
         return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
                                                : TK_SCHEDULE_NO_INIT;
     }
@@ -748,7 +761,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
         res->diagnosis = TK_SCHEDULE_NOT_RUN;
         if (!tk__case_passed(res) && !(rc = tk__progress_report(a, index, "diagnosis", 0.0))) {
             pr.step = "diagnosis";
-            res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, s2, A2,
+            res->diagnosis = tk__diagnose_reduction(c, kc, threads, p, cand, want, s, A, s2, A2,
                                                     pack, so32, &pr,
                                                     (const tk_matrix *const *)in, out);
             rc = pr.rc;

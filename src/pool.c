@@ -21,10 +21,12 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 struct tk__pool {
     atomic_flag busy;     /* a fan-out holds the workers */
     unsigned fork_gen;    /* tk__fork_gen when the workers started */
+    pid_t pid;            /* and the process they started in */
     pthread_mutex_t mu;
     pthread_cond_t wake;  /* a round started, or quit */
     pthread_cond_t done;  /* pending reached 0 */
@@ -45,8 +47,10 @@ struct tk__pool {
 };
 
 /* Counts forks, in the child: a pool whose workers started in an earlier
- * generation has none in this process.  (A pid would not do: a grandchild
- * can get the pid of an ancestor that has ended.) */
+ * generation, or in another process, has none in this one.  Each test
+ * covers a gap of the other: a grandchild can get the pid of an ancestor
+ * that has ended, and a child made without fork() (_Fork, a raw clone)
+ * runs no handler, nor does any if registering it failed. */
 static atomic_uint tk__fork_gen;
 static pthread_once_t tk__fork_once = PTHREAD_ONCE_INIT;
 
@@ -116,13 +120,15 @@ tk__pool *tk__pool_new(void)
 /* Whether p's workers, if any, are threads of this process. */
 static bool tk__pool_here(const tk__pool *p)
 {
-    return p->fork_gen == atomic_load(&tk__fork_gen);
+    return p->fork_gen == atomic_load(&tk__fork_gen) && p->pid == getpid();
 }
 
-void tk__pool_stop(tk__pool *p)
+/* The workers end (no fan-out uses them); joining them is not a
+ * cancellation point, as a fan-out's waits are not. */
+static void tk__pool_end(tk__pool *p)
 {
-    if (!p || !p->started || !tk__pool_here(p))
-        return;
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&p->mu);
     p->quit = true;
     pthread_cond_broadcast(&p->wake);
@@ -131,6 +137,18 @@ void tk__pool_stop(tk__pool *p)
         pthread_join(p->thread[i], NULL);
     p->started = 0;
     p->quit = false;
+    pthread_setcancelstate(cancel, NULL);
+}
+
+void tk__pool_stop(tk__pool *p)
+{
+    /* A run that holds the workers (a misuse: the caller set the kernel
+     * beside it) keeps them: ending them under it would hang it. */
+    if (!p || atomic_flag_test_and_set_explicit(&p->busy, memory_order_acquire))
+        return;
+    if (p->started && tk__pool_here(p))
+        tk__pool_end(p);
+    atomic_flag_clear_explicit(&p->busy, memory_order_release);
 }
 
 void tk__pool_free(tk__pool *p)
@@ -140,7 +158,8 @@ void tk__pool_free(tk__pool *p)
     /* In a forked child the workers do not exist, and the lock and
      * conditions may be copies taken while one of them held them. */
     if (!p->started || tk__pool_here(p)) {
-        tk__pool_stop(p);
+        if (p->started)
+            tk__pool_end(p);
         pthread_cond_destroy(&p->done);
         pthread_cond_destroy(&p->wake);
         pthread_mutex_destroy(&p->mu);
@@ -165,8 +184,10 @@ static void tk__block_signals(sigset_t *old)
 /* Start workers up to index n - 1 (p->mu held); as many as could start. */
 static void tk__pool_grow(tk__pool *p, int64_t n)
 {
-    if (!p->started)
+    if (!p->started) {
         p->fork_gen = atomic_load(&tk__fork_gen);
+        p->pid = getpid();
+    }
     sigset_t old;
     tk__block_signals(&old);
     while (p->started + 1 < n) {

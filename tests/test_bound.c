@@ -318,6 +318,58 @@ static int constant(void *user, const tk_matrix *const *in, tk_matrix *out)
     return 0;
 }
 
+/* NaN on the first call, then `user`'s status (0: NaN again). */
+static int nan_then(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    static const float nan = NAN;
+    int *calls = user;
+    if ((*calls)++ && calls[1])
+        return calls[1];
+    return constant((void *)&nan, in, out);
+}
+
+/* A NaN the candidate makes whatever the output's fill is named by where
+ * it can come from: padding read beyond a K with a power-of-two tail, not
+ * at a K without one; at neither where a sum could have overflowed.  A
+ * candidate that fails when run again fails the run. */
+Test(bound, a_nan_of_the_candidates_own_is_named_by_its_source)
+{
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    static float x[3 * 512];
+    const float *orig[1] = {x};
+    const struct {
+        int64_t depth;
+        float value;
+        int want;
+    } cases[] = {{300, 0.5f, TK_SCHEDULE_K_TAIL_PADDING}, {512, 0.5f, TK_SCHEDULE_NO_INIT},
+                 {300, 1000.0f, TK_SCHEDULE_UNKNOWN}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        for (int i = 0; i < 3 * 512; i++)
+            x[i] = cases[c].value;
+        int calls[2] = {0, 0};
+        tk_audit *a;
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, nan_then, calls), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, 3,
+                                                 cases[c].depth, 1, orig), TK_OK);
+        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+        cr_assert_eq(calls[0], 2, "the diagnosis runs the candidate once more");
+        cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu: %s", c,
+                     tk_audit_schedule_name((int)res(a, 0, TK_AUDIT_DIAGNOSIS)));
+        calls[0] = 0;
+        calls[1] = 5;
+        tkt_expect_status(tk_audit_run(a), TK_ECALLBACK);
+        cr_assert(strstr(tk_last_error_message(), "candidate returned 5 for case 0 (3x") &&
+                  strstr(tk_last_error_message(), "when run again for its diagnosis"), "%s",
+                  tk_last_error_message());
+        cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), cases[c].want,
+                     "a failed run keeps the previous results");
+        tk_audit_destroy(a);
+    }
+    tk_kernel_destroy(k);
+}
+
 Test(bound, nan_and_inf_are_judged_not_skipped)
 {
     tk_kernel *k;
