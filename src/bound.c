@@ -442,6 +442,46 @@ static void tk__rerun_zero_filled(const tk__case *c, tk__progress *pr,
         tk__row_to_f32(dtype, tk_matrix_data(out), into, count);
 }
 
+/* How much more a candidate may err than a narrow accumulation simulated
+ * in k order and still be named after it (tk__diagnose_reduction). */
+#define TK__NARROW_SLACK 2.0
+
+/* x rounded to dtype d, in place. */
+static void tk__cast_through(int d, float *x, int64_t count)
+{
+    unsigned char code[256 * 4];
+    int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
+    for (int64_t e = 0; d != TK_DTYPE_F32 && e < count; e += chunk) {
+        int64_t n = count - e < chunk ? count - e : chunk;
+        tk__row_from_f32(d, x + e, code, n);
+        tk__row_to_f32(d, code, x + e, n);
+    }
+}
+
+/* Whether every candidate output where the oracle's cast is finite is a
+ * value of dtype d, where the output dtype holds values d does not (else
+ * the test tells nothing). */
+static bool tk__held_in(int d, int out_dtype, const float *cand, const float *want,
+                        int64_t count)
+{
+    double ud, uo, eta;
+    tk__unit(d, &ud, &eta);
+    tk__unit(out_dtype, &uo, &eta);
+    if (uo >= ud)
+        return false;
+    for (int64_t e = 0; e < count; e++) {
+        if (!isfinite(cand[e]) || !isfinite(want[e]))
+            continue;
+        unsigned char code[4];
+        float back;
+        tk__row_from_f32(d, &cand[e], code, 1);
+        tk__row_to_f32(d, code, &back, 1);
+        if (back != cand[e])
+            return false;
+    }
+    return true;
+}
+
 /* Which alternative contract explains a failing candidate: first a NaN
  * where the oracle's cast is not, then the exact alternatives by their own
  * bound, then accumulation in bfloat16 or float16, less precise than the
@@ -511,17 +551,25 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             return TK_SCHEDULE_K_TAIL;
     }
     /* Both narrow formats' probabilistic bounds can cover a candidate that
-     * accumulates in either; the one whose own accumulation, simulated in
-     * order, errs by the candidate's amount (root mean square, compared on
-     * a log scale) is named. */
+     * accumulates in either, and so can an indexing error.  A format is
+     * named only where the candidate errs (root mean square) at most
+     * TK__NARROW_SLACK times as much as that format's own accumulation,
+     * simulated one term at a time in k order: summing in blocks (float32
+     * partial sums added to a narrow accumulator, as a Pallas kernel with
+     * a bfloat16 scratch does) errs less, a wrong index far more.  Of
+     * those, first the narrowest whose values every output is (where the
+     * output dtype has more): a bfloat16 accumulator's outputs are
+     * bfloat16 values.  Then the case's storage or output dtype: the
+     * usual slip is to accumulate in it.  Then the one whose error is
+     * nearest the candidate's, on a log scale. */
     p.k_end = c->depth;
     tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL, pr);
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
-    double e_cand = tk__rms(cand, s, count), best = INFINITY;
-    int pick = TK_SCHEDULE_UNKNOWN;
+    double e_cand = tk__rms(cand, s, count), best_key = INFINITY;
+    int pick = TK_SCHEDULE_UNKNOWN, best_rank = -1;
     for (int i = 0; i < 2; i++) {
         tk__acc r = tk__acc_of(kc->reduce, c->dtype, narrow[i], c->out_dtype, flush);
         if (r.u <= f32.u)
@@ -532,9 +580,16 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim, pr);
         if (pr->rc)
             return TK_SCHEDULE_UNKNOWN;
-        double d = fabs(log(e_cand / tk__rms(sim, s, count)));
-        if (d < best) {
-            best = d;
+        tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
+        double ratio = e_cand / tk__rms(sim, s, count);
+        if (!(ratio <= TK__NARROW_SLACK))
+            continue;
+        bool held = tk__held_in(narrow[i], c->out_dtype, cand, want, count);
+        int rank = held ? 2 : narrow[i] == c->dtype || narrow[i] == c->out_dtype ? 1 : 0;
+        double key = held ? -r.u : fabs(log(ratio));   /* smaller is better */
+        if (rank > best_rank || (rank == best_rank && key < best_key)) {
+            best_rank = rank;
+            best_key = key;
             pick = named[i];
         }
     }

@@ -1,7 +1,8 @@
 /* test_bound.c - the audit of reduction contracts from C: a k-blocked f32
  * matmul passes within the bound while differing in bits, candidates that
  * drop the K tail, read NaN padding beyond it, read their output before
- * writing it or accumulate in bf16 are named, the
+ * writing it or accumulate in bf16 (term by term, or block by block) are
+ * named, an indexing error is not put down to any of them, the
  * results and report say so, and every refusal names what it refuses. */
 #include "tk_test.h"
 
@@ -15,13 +16,15 @@
 enum { M = 9, K = 300, N = 70, DEEP = 700 };
 
 /* f32 accumulation over k in blocks of bk, the last block left out when
- * drop is set; or (bf16) a bfloat16 accumulator.  Memory it should not
- * read: (nan_pad) the last block read whole, NaN beyond k; (into_out)
- * sums added to the output as handed over; (nan_row) the first row from
- * scratch never written (NaN). */
+ * drop is set; or (bf16) a bfloat16 accumulator, to which each block's f32
+ * sum is added (bk 1: every term).  Memory it should not read: (nan_pad)
+ * the last block read whole, NaN beyond k; (into_out) sums added to the
+ * output as handed over; (nan_row) the first row from scratch never
+ * written (NaN).  (shift) An indexing error: term kk of x meets row kk + 1
+ * of y (mod k). */
 struct how {
     int bk;
-    bool drop, bf16, nan_pad, into_out, nan_row;
+    bool drop, bf16, nan_pad, into_out, nan_row, shift;
 };
 
 static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
@@ -41,7 +44,7 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
             for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
                 float part = 0.0f;
                 for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad); kk++)
-                    part += kk < k ? x[i * k + kk] * y[kk * n + j] : NAN;
+                    part += kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j] : NAN;
                 acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
             }
             o[i * n + j] = h->nan_row && i == 0 ? NAN : acc;
@@ -283,7 +286,9 @@ Test(bound, wrong_kernels_are_named)
                  {{.bk = 1, .bf16 = true}, TK_SCHEDULE_BF16_ACCUM},
                  {{.bk = 128, .nan_pad = true}, TK_SCHEDULE_K_TAIL_PADDING},
                  {{.bk = 128, .into_out = true}, TK_SCHEDULE_NO_INIT},
-                 {{.bk = 128, .nan_row = true}, TK_SCHEDULE_NO_INIT}};
+                 {{.bk = 128, .nan_row = true}, TK_SCHEDULE_NO_INIT},
+                 {{.bk = 128, .bf16 = true}, TK_SCHEDULE_BF16_ACCUM},
+                 {{.bk = 128, .shift = true}, TK_SCHEDULE_UNKNOWN}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct how h = cases[c].h;
         tk_kernel *k;

@@ -151,6 +151,31 @@ def test_float16_accumulation_is_told_from_bfloat16():
         assert [c.diagnosis for c in r.cases] == [verdict] * 3, r.summary()
 
 
+def test_a_bfloat16_scratch_is_named_and_an_indexing_error_is_not():
+    """A Pallas kernel whose accumulator scratch is bfloat16 adds each K
+    block's float32 dot to it: fewer roundings than a term-by-term bfloat16
+    sum, so its error is nearer float16's, yet its float32 outputs are
+    bfloat16 values, and with bfloat16 outputs the storage dtype decides.
+    A K index off by one fits bfloat16's loose bound at K = 1024 but errs
+    far more than that accumulation does: unknown."""
+    def bf16_scratch(x, y, out_dtype):
+        acc = np.zeros((x.shape[0], y.shape[1]), BF16)
+        for k0 in range(0, x.shape[1], 128):
+            acc = (f32(acc) + f32(x[:, k0:k0 + 128]) @ f32(y[k0:k0 + 128])).astype(BF16)
+        return f32(acc).astype(out_dtype)
+
+    def k_off_by_one(x, y):
+        return (f32(x) @ np.roll(f32(y), 1, axis=0)).astype(x.dtype)
+
+    shapes = [(17, 257, 129), (64, 1024, 64)]
+    for out in ("float32", None):
+        r = tk.audit_matmul(lambda x, y: bf16_scratch(x, y, out or x.dtype), shapes=shapes,
+                            dtypes=["float32", "bfloat16"], out_dtype=out)
+        assert [c.diagnosis for c in r.cases] == ["bfloat16-accumulation"] * 4, r.summary()
+    r = tk.audit_matmul(k_off_by_one, shapes=shapes, dtypes=["float32", "bfloat16"])
+    assert [c.diagnosis for c in r.cases] == ["unknown"] * 4, r.summary()
+
+
 def test_products_rounded_and_missing_initialization_are_named():
     r = tk.audit_matmul(products_rounded, shapes=[(17, 257, 129)], dtypes=["bfloat16"],
                         out_dtype="float32")
