@@ -203,14 +203,15 @@ static inline __attribute__((always_inline)) float tk__accum_round(int d, float 
 }
 
 /* Row i of tk__sums_in: the row of out is the accumulators, one per
- * column, each taking its terms in k order. */
+ * column, each taking its terms in k order (p->reversed: the other way). */
 static inline __attribute__((always_inline)) void tk__sums_row(const tk__pass *p, int d,
                                                                int64_t i, float *restrict row)
 {
     int64_t n = p->n;
     for (int64_t j = 0; j < n; j++)
         row[j] = 0.0f;
-    for (int64_t k = 0; k < p->k; k++) {
+    for (int64_t t = 0; t < p->k; t++) {
+        int64_t k = p->reversed ? p->k - 1 - t : t;
         float xv = p->x[i * p->k + k];
         if (p->y) {
             const float *restrict yk = p->y + k * n;
@@ -222,7 +223,7 @@ static inline __attribute__((always_inline)) void tk__sums_row(const tk__pass *p
     }
 }
 
-/* Every output element accumulated in k order in dtype d (float16 or
+/* Every output element accumulated in k order (or reversed) in dtype d (float16 or
  * bfloat16), each product and each partial sum rounded to it, as a kernel
  * with a d accumulator computes: the diagnosis's simulation of narrow
  * accumulation.  A row at a time, k outside and the columns inside (the
@@ -390,13 +391,18 @@ static void tk__pass_on(int64_t threads, const tk__pass *p, bool round, int narr
     tk__run_chunks(threads, &w);
 }
 
-/* Root mean square of c - s, at least the smallest normal double. */
+/* Root mean square of c - s where s is finite, at least the smallest normal
+ * double. */
 static double tk__rms(const float *c, const double *s, int64_t count)
 {
     double sum = 0.0;
+    int64_t n = 0;
     for (int64_t e = 0; e < count; e++)
-        sum += ((double)c[e] - s[e]) * ((double)c[e] - s[e]);
-    return fmax(sqrt(sum / (double)count), 0x1p-1022);
+        if (isfinite(s[e])) {   /* an Inf or NaN oracle has no error to compare */
+            sum += ((double)c[e] - s[e]) * ((double)c[e] - s[e]);
+            n++;
+        }
+    return fmax(sqrt(sum / (double)(n ? n : 1)), 0x1p-1022);
 }
 
 /* The K block sizes of real kernels: powers of two and the multiples of 128
@@ -415,9 +421,37 @@ static bool tk__k_has_tail(int64_t depth)
     return false;
 }
 
-/* float16's largest finite number: no accumulator the diagnosis knows
- * overflows on a sum whose magnitudes add up to no more. */
-#define TK__NARROWEST_MAX 65504.0
+/* Half float16's largest finite number.  A NaN from overflow needs an
+ * Inf - Inf, so both the positive and the negative terms of a sum must
+ * reach it; where the smaller of the two, (sum of magnitudes - |sum|) / 2,
+ * stays below half of it (room for the rounding errors of a narrow sum),
+ * no accumulator the diagnosis knows overflows.  Above it a float16
+ * accumulation may: tk__could_overflow runs it to see. */
+#define TK__OVERFLOW_ROOM (65504.0 / 2)
+
+/* Whether a float16 accumulation, in k order or reversed, overflows where
+ * the candidate has a NaN the oracle has not (sim: scratch).  pr->rc takes
+ * a stop. */
+static bool tk__could_overflow(const tk__case *c, int64_t threads, tk__pass p,
+                               const float *cand, const float *want, const double *s,
+                               const double *A, double *pack, float *sim, tk__progress *pr)
+{
+    int64_t count = c->rows * c->cols;
+    bool room = true;
+    for (int64_t e = 0; e < count && room; e++)
+        room = !(isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e])) ||
+               (A[e] - fabs(s[e])) / 2 <= TK__OVERFLOW_ROOM;
+    for (int order = 0; order < 2 && !room; order++) {
+        p.reversed = order;
+        tk__pass_on(threads, &p, false, TK_DTYPE_F16, NULL, NULL, NULL, pack, sim, pr);
+        if (pr->rc)
+            return true;
+        for (int64_t e = 0; e < count; e++)
+            if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]) && !isfinite(sim[e]))
+                return true;
+    }
+    return false;
+}
 
 /* The candidate again, on an output filled with zeros instead of NaN, into
  * `into` as float32 (its environment, as the first run's, goes back);
@@ -459,8 +493,10 @@ static void tk__cast_through(int d, float *x, int64_t count)
 }
 
 /* Whether every candidate output where the oracle's cast is finite is a
- * value of dtype d, where the output dtype holds values d does not (else
- * the test tells nothing). */
+ * value of dtype d, where the output dtype holds values d does not and
+ * TK__HELD_MIN of them are not 0 (else the test tells nothing: one float16
+ * value in eight is a bfloat16 one). */
+#define TK__HELD_MIN 8
 static bool tk__held_in(int d, int out_dtype, const float *cand, const float *want,
                         int64_t count)
 {
@@ -469,9 +505,11 @@ static bool tk__held_in(int d, int out_dtype, const float *cand, const float *wa
     tk__unit(out_dtype, &uo, &eta);
     if (uo >= ud)
         return false;
+    int64_t seen = 0;
     for (int64_t e = 0; e < count; e++) {
-        if (!isfinite(cand[e]) || !isfinite(want[e]))
+        if (!isfinite(cand[e]) || !isfinite(want[e]) || cand[e] == 0.0f)
             continue;
+        seen++;
         unsigned char code[4];
         float back;
         tk__row_from_f32(d, &cand[e], code, 1);
@@ -479,7 +517,7 @@ static bool tk__held_in(int d, int out_dtype, const float *cand, const float *wa
         if (back != cand[e])
             return false;
     }
-    return true;
+    return seen >= TK__HELD_MIN;
 }
 
 /* Which alternative contract explains a failing candidate: first a NaN
@@ -514,9 +552,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         for (int64_t e = 0; e < count; e++)
             if (isnan(cand[e]) && !isnan(sim[e]))
                 return TK_SCHEDULE_NO_INIT;   /* the output's fill showed through */
-        for (int64_t e = 0; e < count; e++)
-            if (isnan(cand[e]) && !isnan(want[e]) && !(A[e] <= TK__NARROWEST_MAX))
-                return TK_SCHEDULE_UNKNOWN;
+        /* The rerun is done with: sim is scratch again. */
+        if (tk__could_overflow(c, threads, p, cand, want, s, A, pack, sim, pr))
+            return TK_SCHEDULE_UNKNOWN;
         return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
                                                : TK_SCHEDULE_NO_INIT;
     }
@@ -554,14 +592,16 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
      * accumulates in either, and so can an indexing error.  A format is
      * named only where the candidate errs (root mean square) at most
      * TK__NARROW_SLACK times as much as that format's own accumulation,
-     * simulated one term at a time in k order: summing in blocks (float32
+     * simulated one term at a time in order: summing in blocks (float32
      * partial sums added to a narrow accumulator, as a Pallas kernel with
-     * a bfloat16 scratch does) errs less, a wrong index far more.  Of
-     * those, first the narrowest whose values every output is (where the
-     * output dtype has more): a bfloat16 accumulator's outputs are
-     * bfloat16 values.  Then the case's storage or output dtype: the
-     * usual slip is to accumulate in it.  Then the one whose error is
-     * nearest the candidate's, on a log scale. */
+     * a bfloat16 scratch does) errs less, a wrong index far more.  The
+     * simulation runs both ways and the larger error counts (on sorted
+     * data the order matters); the nearest error below is k order's.  Of
+     * those, first the narrowest whose values
+     * every output is (where the output dtype has more): a bfloat16
+     * accumulator's outputs are bfloat16 values.  Then the case's storage
+     * dtype: the usual slip is to accumulate in it.  Then the one whose
+     * error is nearest the candidate's, on a log scale. */
     p.k_end = c->depth;
     tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL, pr);
     if (pr->rc)
@@ -577,15 +617,23 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         r.probabilistic = true;
         if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim, pr);
-        if (pr->rc)
-            return TK_SCHEDULE_UNKNOWN;
-        tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
-        double ratio = e_cand / tk__rms(sim, s, count);
-        if (!(ratio <= TK__NARROW_SLACK))
+        double e_sim[2];   /* in k order, reversed */
+        for (int order = 0; order < 2; order++) {
+            p.reversed = order;
+            tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim, pr);
+            if (pr->rc)
+                return TK_SCHEDULE_UNKNOWN;
+            tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
+            e_sim[order] = tk__rms(sim, s, count);
+        }
+        p.reversed = false;
+        double ratio = e_cand / e_sim[0];
+        /* Not finite: the simulation overflowed, and explains nothing. */
+        if (!isfinite(e_sim[0]) || !isfinite(e_sim[1]) ||
+            !(e_cand <= TK__NARROW_SLACK * fmax(e_sim[0], e_sim[1])))
             continue;
         bool held = tk__held_in(narrow[i], c->out_dtype, cand, want, count);
-        int rank = held ? 2 : narrow[i] == c->dtype || narrow[i] == c->out_dtype ? 1 : 0;
+        int rank = held ? 2 : narrow[i] == c->dtype ? 1 : 0;
         double key = held ? -r.u : fabs(log(ratio));   /* smaller is better */
         if (rank > best_rank || (rank == best_rank && key < best_key)) {
             best_rank = rank;
@@ -741,7 +789,7 @@ int tk__audit_reduction(tk_audit *a, int64_t index, tk__case_result *res)
      * input part. */
     bool exact = c->dtype == TK_DTYPE_F32 && !(kc->axpy.arith & TK_ARITH_FTZ);
     tk__pass p = {m, k, n, px, py, exact ? NULL : c->orig, mm ? c->orig + mk : NULL,
-                  c->dtype, k, false, NULL, false};
+                  c->dtype, k, false, NULL, false, false};
     p.mag32 = tk__oracle_mag32(&p);
     fenv_t left;
     bool ran = false;   /* the candidate returned 0: its environment goes back */

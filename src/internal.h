@@ -763,6 +763,7 @@ typedef struct {
     bool mag32;            /* tk__oracle_mag32: the main pass sums magnitudes in f32 */
     struct tk__progress *tick;  /* a run with progress reports; else NULL */
     bool reports;          /* the calling thread's chunk: report; others only stop */
+    bool reversed;         /* tk__sums_in: terms from k - 1 down to 0 */
 } tk__pass;
 
 /* A pass's progress (tk_audit_set_progress): the calling thread reports

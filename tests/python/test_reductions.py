@@ -176,6 +176,48 @@ def test_a_bfloat16_scratch_is_named_and_an_indexing_error_is_not():
     assert [c.diagnosis for c in r.cases] == ["unknown"] * 4, r.summary()
 
 
+def sequential(terms, d, reverse=False):
+    """terms (..., K) summed over the last axis in dtype d, one at a time."""
+    acc = np.zeros(terms.shape[:-1], np.float32)
+    for t in np.moveaxis(terms[..., ::-1] if reverse else terms, -1, 0):
+        acc = f32((acc + f32(t.astype(d))).astype(d))
+    return acc
+
+
+def test_narrow_accumulation_in_either_order_and_large_data():
+    """A float16 accumulator with bfloat16 outputs is float16's, and either
+    format summing sorted data backwards (its largest error) keeps its
+    name; a K index off by one on data large enough to overflow float16's
+    simulation is unknown; NaN padding read at K = 1000 stays named on data
+    scaled by 12, and beside an Inf input of another row."""
+    rng = np.random.default_rng(0)
+    def audit(kind, candidate, inputs, out=None):
+        a = tk.Audit(tk.Kernel.matmul() if kind == "mm" else tk.Kernel.row_sum(), candidate)
+        a.add_reduction_case("float32", inputs, out)
+        a.run()
+        return a.results[0].diagnosis
+
+    x, y = rng.standard_normal((8, 1024), np.float32), rng.standard_normal((1024, 16), np.float32)
+    f16_into_bf16 = lambda a, b: sequential(np.moveaxis(
+        f32(a)[:, :, None] * f32(b)[None], 1, 2), np.float16).astype(BF16)
+    assert audit("mm", f16_into_bf16, [x, y], "bfloat16") == "float16-accumulation"
+    xs = np.sort(np.abs(rng.standard_normal((8, 1024), np.float32)), axis=1)
+    for d, name in ((np.float16, "float16"), (BF16, "bfloat16")):
+        backwards = lambda a, d=d: sequential(f32(a), d, reverse=True)[:, None]
+        assert audit("rs", backwards, [xs]) == name + "-accumulation"
+    xl, yl = 30 * rng.standard_normal((16, 4096), np.float32), 30 * rng.standard_normal(
+        (4096, 16), np.float32)
+    assert audit("mm", lambda a, b: f32(a) @ np.roll(f32(b), 1, axis=0), [xl, yl]) == "unknown"
+    xp, yp = 12 * rng.standard_normal((16, 1000), np.float32), 12 * rng.standard_normal(
+        (1000, 16), np.float32)
+    reads_padding = lambda a, b: blocked(nan_padded(a, 1), nan_padded(b, 0))
+    assert audit("mm", reads_padding, [xp, yp]) == "k-tail-reads-padding"
+    xi = rng.standard_normal((8, 300), np.float32)
+    xi[0, 5] = np.inf
+    all_nan = lambda a: np.full((a.shape[0], 1), np.nan, np.float32)
+    assert audit("rs", all_nan, [xi]) == "k-tail-reads-padding"
+
+
 def test_products_rounded_and_missing_initialization_are_named():
     r = tk.audit_matmul(products_rounded, shapes=[(17, 257, 129)], dtypes=["bfloat16"],
                         out_dtype="float32")
