@@ -10,7 +10,7 @@
  * copy otherwise read its source from the cache, where the conversion
  * before it had left it, while expanding read the bf16 image that
  * narrowing had streamed out to memory, and expanding measured 0.82 on one
- * day and 1.04 to 1.13 on another.  From memory on both sides that Xeon
+ * day and 1.07 to 1.13 on another.  From memory on both sides that Xeon
  * reads 0.82 to 0.92 narrowing and 0.69 to 0.72 expanding.  Earlier
  * readings, warm and against memcpy alone: 0.55 to 0.66 with AVX2 or
  * AVX-512 on an AMD EPYC; on the Xeon 0.76 to 0.92 narrowing and 0.72 to

@@ -223,11 +223,11 @@ static inline __attribute__((always_inline)) void tk__sums_row(const tk__pass *p
     }
 }
 
-/* Every output element accumulated in k order (or reversed) in dtype d (float16 or
- * bfloat16), each product and each partial sum rounded to it, as a kernel
- * with a d accumulator computes: the diagnosis's simulation of narrow
- * accumulation.  A row at a time, k outside and the columns inside (the
- * same operations on each element as a k loop per element, which took
+/* Every output element accumulated in k order (or reversed) in dtype d
+ * (float16 or bfloat16), each product and each partial sum rounded to it,
+ * as a kernel with a d accumulator computes: the diagnosis's simulation of
+ * narrow accumulation.  A row at a time, k outside and the columns inside
+ * (the same operations on each element as a k loop per element, which took
  * 13 to 18 s on a 512x1024x768 case), on the dispatched path. */
 TK_DISPATCH(tk__sums_in, (const tk__pass *p, int d, float *out), (p, d, out))
 {
@@ -421,6 +421,23 @@ static bool tk__k_has_tail(int64_t depth)
     return false;
 }
 
+/* Whether element e of the candidate is a NaN the oracle does not explain. */
+static inline bool tk__stray_nan(const float *cand, const float *want, const double *s,
+                                 int64_t e)
+{
+    return isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]);
+}
+
+/* The narrow accumulation in d (tk__sums_in), in k order or reversed, into
+ * sim; false when progress stopped it (pr->rc). */
+static bool tk__simulate(int64_t threads, tk__pass p, int d, bool reversed, double *pack,
+                         float *sim, tk__progress *pr)
+{
+    p.reversed = reversed;
+    tk__pass_on(threads, &p, false, d, NULL, NULL, NULL, pack, sim, pr);
+    return !pr->rc;
+}
+
 /* Half float16's largest finite number.  A NaN from overflow needs an
  * Inf - Inf, so both the positive and the negative terms of a sum must
  * reach it; where the smaller of the two, (sum of magnitudes - |sum|) / 2,
@@ -432,22 +449,19 @@ static bool tk__k_has_tail(int64_t depth)
 /* Whether a float16 accumulation, in k order or reversed, overflows where
  * the candidate has a NaN the oracle has not (sim: scratch).  pr->rc takes
  * a stop. */
-static bool tk__could_overflow(const tk__case *c, int64_t threads, tk__pass p,
+static bool tk__could_overflow(const tk__case *c, int64_t threads, const tk__pass *p,
                                const float *cand, const float *want, const double *s,
                                const double *A, double *pack, float *sim, tk__progress *pr)
 {
     int64_t count = c->rows * c->cols;
     bool room = true;
     for (int64_t e = 0; e < count && room; e++)
-        room = !(isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e])) ||
-               (A[e] - fabs(s[e])) / 2 <= TK__OVERFLOW_ROOM;
+        room = !tk__stray_nan(cand, want, s, e) || (A[e] - fabs(s[e])) / 2 <= TK__OVERFLOW_ROOM;
     for (int order = 0; order < 2 && !room; order++) {
-        p.reversed = order;
-        tk__pass_on(threads, &p, false, TK_DTYPE_F16, NULL, NULL, NULL, pack, sim, pr);
-        if (pr->rc)
+        if (!tk__simulate(threads, *p, TK_DTYPE_F16, order, pack, sim, pr))
             return true;
         for (int64_t e = 0; e < count; e++)
-            if (isnan(cand[e]) && !isnan(want[e]) && isfinite(s[e]) && !isfinite(sim[e]))
+            if (tk__stray_nan(cand, want, s, e) && !isfinite(sim[e]))
                 return true;
     }
     return false;
@@ -477,7 +491,7 @@ static void tk__rerun_zero_filled(const tk__case *c, tk__progress *pr,
 }
 
 /* How much more a candidate may err than a narrow accumulation simulated
- * in k order and still be named after it (tk__diagnose_reduction). */
+ * term by term and still be named after it (tk__diagnose_reduction). */
 #define TK__NARROW_SLACK 2.0
 
 /* x rounded to dtype d, in place. */
@@ -542,8 +556,8 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     bool nan = false, all = true;
     for (int64_t e = 0; e < count; e++)
         if (!isnan(want[e]) && isfinite(s[e])) {
-            nan |= isnan(cand[e]);
-            all &= isnan(cand[e]);
+            nan |= tk__stray_nan(cand, want, s, e);
+            all &= tk__stray_nan(cand, want, s, e);
         }
     if (nan) {
         tk__rerun_zero_filled(c, pr, in, out, sim);
@@ -553,7 +567,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             if (isnan(cand[e]) && !isnan(sim[e]))
                 return TK_SCHEDULE_NO_INIT;   /* the output's fill showed through */
         /* The rerun is done with: sim is scratch again. */
-        if (tk__could_overflow(c, threads, p, cand, want, s, A, pack, sim, pr))
+        if (tk__could_overflow(c, threads, &p, cand, want, s, A, pack, sim, pr))
             return TK_SCHEDULE_UNKNOWN;
         return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
                                                : TK_SCHEDULE_NO_INIT;
@@ -597,11 +611,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
      * a bfloat16 scratch does) errs less, a wrong index far more.  The
      * simulation runs both ways and the larger error counts (on sorted
      * data the order matters); the nearest error below is k order's.  Of
-     * those, first the narrowest whose values
-     * every output is (where the output dtype has more): a bfloat16
-     * accumulator's outputs are bfloat16 values.  Then the case's storage
-     * dtype: the usual slip is to accumulate in it.  Then the one whose
-     * error is nearest the candidate's, on a log scale. */
+     * those, first the narrowest whose values every output is (where the
+     * output dtype has more): a bfloat16 accumulator's outputs are
+     * bfloat16 values.  Then the case's storage dtype: the usual slip is
+     * to accumulate in it.  Then the one whose error is nearest the
+     * candidate's, on a log scale. */
     p.k_end = c->depth;
     tk__pass_on(threads, &p, false, 0, s2, A2, NULL, pack, NULL, pr);
     if (pr->rc)
@@ -619,14 +633,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             continue;
         double e_sim[2];   /* in k order, reversed */
         for (int order = 0; order < 2; order++) {
-            p.reversed = order;
-            tk__pass_on(threads, &p, false, narrow[i], NULL, NULL, NULL, pack, sim, pr);
-            if (pr->rc)
+            if (!tk__simulate(threads, p, narrow[i], order, pack, sim, pr))
                 return TK_SCHEDULE_UNKNOWN;
             tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
             e_sim[order] = tk__rms(sim, s, count);
         }
-        p.reversed = false;
         double ratio = e_cand / e_sim[0];
         /* Not finite: the simulation overflowed, and explains nothing. */
         if (!isfinite(e_sim[0]) || !isfinite(e_sim[1]) ||
