@@ -391,14 +391,14 @@ static void tk__pass_on(int64_t threads, const tk__pass *p, bool round, int narr
     tk__run_chunks(threads, &w);
 }
 
-/* Root mean square of c - s where s is finite, at least the smallest normal
- * double. */
+/* Root mean square of c - s where both are finite, at least the smallest
+ * normal double. */
 static double tk__rms(const float *c, const double *s, int64_t count)
 {
     double sum = 0.0;
     int64_t n = 0;
     for (int64_t e = 0; e < count; e++)
-        if (isfinite(s[e])) {   /* an Inf or NaN oracle has no error to compare */
+        if (isfinite(s[e]) && isfinite(c[e])) {   /* an overflow has no error to compare */
             sum += ((double)c[e] - s[e]) * ((double)c[e] - s[e]);
             n++;
         }
@@ -506,6 +506,30 @@ static void tk__cast_through(int d, float *x, int64_t count)
     }
 }
 
+/* Whether element e of the candidate is not finite where the oracle and its
+ * cast are: an overflow (Inf, or NaN from Inf - Inf) or a stray NaN. */
+static inline bool tk__overflowed(const float *cand, const float *want, const double *s,
+                                  int64_t e)
+{
+    return !isfinite(cand[e]) && isfinite(want[e]) && isfinite(s[e]);
+}
+
+/* Whether sim, a narrow accumulation cast as the candidate's outputs are,
+ * overflows where the candidate does (tk__overflowed), to the same value
+ * (the same Inf, or NaN), and nowhere else. */
+static bool tk__same_overflow(const float *cand, const float *sim, const float *want,
+                              const double *s, int64_t count)
+{
+    for (int64_t e = 0; e < count; e++) {
+        if (tk__overflowed(cand, want, s, e) != tk__overflowed(sim, want, s, e))
+            return false;
+        if (tk__overflowed(cand, want, s, e) && !(isnan(cand[e]) ? isnan(sim[e])
+                                                                  : cand[e] == sim[e]))
+            return false;
+    }
+    return true;
+}
+
 /* Whether every candidate output where the oracle's cast is finite is a
  * value of dtype d, where the output dtype holds values d does not and
  * TK__HELD_MIN of them are not 0 (else the test tells nothing: one float16
@@ -542,9 +566,12 @@ static bool tk__held_in(int d, int out_dtype, const float *cand, const float *wa
  * filled it with.  One that stays, in every element, where K has a tail and
  * no sum could have overflowed (Inf - Inf), came from padding beyond K
  * (Pallas's interpret mode pads with NaN); in some elements only, from
- * scratch never written; where a sum could have overflowed, it is not
- * named.  sim receives the rerun: nothing reads it until the narrow
- * accumulations fill it. */
+ * scratch never written; where a float16 sum could have overflowed, only
+ * float16 accumulation may name it.  A candidate that overflows (Inf, or
+ * that NaN) where the oracle's cast does not is named only after a narrow
+ * accumulation that overflows to the same values at the same elements,
+ * judged on at least TK__HELD_MIN others.  sim receives the rerun: nothing
+ * reads it until the narrow accumulations fill it. */
 static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_t threads,
                                   tk__pass p, const float *cand, const float *want,
                                   const double *s, const double *A, double *s2, double *A2,
@@ -567,14 +594,25 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             if (isnan(cand[e]) && !isnan(sim[e]))
                 return TK_SCHEDULE_NO_INIT;   /* the output's fill showed through */
         /* The rerun is done with: sim is scratch again. */
-        if (tk__could_overflow(c, threads, &p, cand, want, s, A, pack, sim, pr))
+        if (!tk__could_overflow(c, threads, &p, cand, want, s, A, pack, sim, pr))
+            return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
+                                                   : TK_SCHEDULE_NO_INIT;
+        if (pr->rc)
             return TK_SCHEDULE_UNKNOWN;
-        return all && tk__k_has_tail(c->depth) ? TK_SCHEDULE_K_TAIL_PADDING
-                                               : TK_SCHEDULE_NO_INIT;
     }
+    /* Overflows, and the finite elements that tell a narrow accumulation's
+     * from padding or garbage. */
+    int64_t over = 0, finite = 0;
+    for (int64_t e = 0; e < count; e++) {
+        over += tk__overflowed(cand, want, s, e);
+        finite += isfinite(cand[e]) && isfinite(want[e]) && isfinite(s[e]);
+    }
+    if (over && finite < TK__HELD_MIN)   /* as few as tk__held_in takes for telling */
+        return TK_SCHEDULE_UNKNOWN;
     bool flush = kc->axpy.arith & TK_ARITH_FTZ;
     tk__acc f32 = tk__acc_of(kc->reduce, c->dtype, kc->accum, c->out_dtype, flush);
-    if (kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
+    /* Within the contract's precision an overflow has no explanation. */
+    if (!over && kc->reduce == TK__REDUCE_MATMUL && c->dtype != TK_DTYPE_F32) {
         tk__pass_on(threads, &p, true, 0, s2, A2, NULL, pack, NULL, pr);
         if (pr->rc)
             return TK_SCHEDULE_UNKNOWN;
@@ -587,7 +625,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     /* Each distinct tail is tried once. */
     int64_t tried[TK__K_BLOCKS];
     int n_tried = 0;
-    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < c->depth; b++) {
+    for (int b = 0; !over && b < TK__K_BLOCKS && tk__k_blocks[b] < c->depth; b++) {
         int64_t end = c->depth - c->depth % tk__k_blocks[b];
         bool seen = end == c->depth;   /* no tail at all */
         for (int t = 0; t < n_tried && !seen; t++)
@@ -610,7 +648,9 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
      * partial sums added to a narrow accumulator, as a Pallas kernel with
      * a bfloat16 scratch does) errs less, a wrong index far more.  The
      * simulation runs both ways and the larger error counts (on sorted
-     * data the order matters); the nearest error below is k order's.  Of
+     * data the order matters) of the orders that overflow exactly where
+     * the candidate does (none, mostly), the errors over the elements
+     * neither overflows; the nearest error below is the first of them.  Of
      * those, first the narrowest whose values every output is (where the
      * output dtype has more): a bfloat16 accumulator's outputs are
      * bfloat16 values.  Then the case's storage dtype: the usual slip is
@@ -629,20 +669,31 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         if (r.u <= f32.u)
             continue;   /* not less precise than the contract */
         r.probabilistic = true;
-        if (tk__worst(&r, c->depth, count, cand, want, s2, A2, &at, NULL) > 1.0)
+        /* The bound holds the finite elements: sim, scratch until the
+         * simulation, takes the candidate with its overflows as the
+         * oracle's cast. */
+        const float *judged = cand;
+        if (over) {
+            for (int64_t e = 0; e < count; e++)
+                sim[e] = tk__overflowed(cand, want, s, e) ? want[e] : cand[e];
+            judged = sim;
+        }
+        if (tk__worst(&r, c->depth, count, judged, want, s2, A2, &at, NULL) > 1.0)
             continue;
-        double e_sim[2];   /* in k order, reversed */
+        double e_first = -1.0, e_most = -1.0;   /* of the orders that overflow alike */
         for (int order = 0; order < 2; order++) {
             if (!tk__simulate(threads, p, narrow[i], order, pack, sim, pr))
                 return TK_SCHEDULE_UNKNOWN;
             tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
-            e_sim[order] = tk__rms(sim, s, count);
+            if (!tk__same_overflow(cand, sim, want, s, count))
+                continue;
+            double e_sim = tk__rms(sim, s, count);
+            e_first = e_first < 0.0 ? e_sim : e_first;
+            e_most = fmax(e_most, e_sim);
         }
-        double ratio = e_cand / e_sim[0];
-        /* Not finite: the simulation overflowed, and explains nothing. */
-        if (!isfinite(e_sim[0]) || !isfinite(e_sim[1]) ||
-            !(e_cand <= TK__NARROW_SLACK * fmax(e_sim[0], e_sim[1])))
+        if (e_most < 0.0 || !(e_cand <= TK__NARROW_SLACK * e_most))
             continue;
+        double ratio = e_cand / e_first;
         bool held = tk__held_in(narrow[i], c->out_dtype, cand, want, count);
         int rank = held ? 2 : narrow[i] == c->dtype ? 1 : 0;
         double key = held ? -r.u : fabs(log(ratio));   /* smaller is better */

@@ -380,6 +380,80 @@ Test(bound, a_nan_of_the_candidates_own_is_named_by_its_source)
     tk_kernel_destroy(k);
 }
 
+/* v rounded to float16. */
+static float f16(float v)
+{
+    uint16_t code;
+    cr_assert_eq(tk_dtype_from_f32_n(TK_DTYPE_F16, &code, &v, 1), TK_OK);
+    cr_assert_eq(tk_dtype_to_f32_n(TK_DTYPE_F16, &v, &code, 1), TK_OK);
+    return v;
+}
+
+/* A row sum accumulated in float16 in k order, each term and partial sum
+ * rounded; then (user, an int[3], row < 0: none) row user[0] made Inf of
+ * sign user[1], or, user[2], negated. */
+static int f16_row_sum(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    const int *spoil = user;
+    const float *x = tk_matrix_data(in[0]);
+    float *o = tk_matrix_data(out);
+    int64_t k = tk_matrix_cols(in[0]);
+    for (int64_t i = 0; i < tk_matrix_rows(out); i++) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < k; t++)
+            acc = f16(acc + f16(x[i * k + t]));
+        o[i] = acc;
+    }
+    if (spoil[0] >= 0)
+        o[spoil[0]] = spoil[2] ? -o[spoil[0]] : copysignf(INFINITY, (float)spoil[1]);
+    return 0;
+}
+
+/* A float16 accumulation that overflows in some rows, to +Inf, -Inf or (an
+ * Inf then a term past float16's range of the other sign) NaN, is named
+ * after float16 where its overflows are the simulation's, in k order or
+ * reversed, and not where they differ in place or value; nor where fewer
+ * than 8 rows are finite, nothing to tell an accumulation from a fill. */
+Test(bound, a_float16_accumulation_that_overflows_is_named)
+{
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    enum { ROWS = 12, DEPTH = 64 };
+    static float x[ROWS * DEPTH];
+    for (int i = 0; i < ROWS * DEPTH; i++)
+        x[i] = (float)((i * 37 % 101) - 50) / 16.0f;
+    for (int t = 0; t < DEPTH; t++) {
+        x[0 * DEPTH + t] = 3000.0f;                      /* +Inf at t = 22 */
+        x[1 * DEPTH + t] = t < DEPTH / 2 ? -3000.0f : 1.0f;   /* -Inf */
+        x[2 * DEPTH + t] = t == 0 || t == 1 ? 40000.0f : t == 2 ? -70000.0f : 0.5f;   /* NaN */
+    }
+    const float *orig[1] = {x};
+    const struct {
+        int spoil[3];
+        int rows;
+        int want;
+    } cases[] = {
+        {{-1, 0, 0}, ROWS, TK_SCHEDULE_F16_ACCUM},
+        {{5, 1, 0}, ROWS, TK_SCHEDULE_UNKNOWN},    /* an Inf where float16 is finite */
+        {{0, 0, 1}, ROWS, TK_SCHEDULE_UNKNOWN},    /* -Inf for +Inf */
+        {{-1, 0, 0}, 10, TK_SCHEDULE_UNKNOWN},     /* 7 finite rows */
+        {{-1, 0, 0}, 11, TK_SCHEDULE_F16_ACCUM},   /* 8 */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        tk_audit *a;
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, f16_row_sum, (void *)cases[c].spoil), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32,
+                                                 cases[c].rows, DEPTH, 1, orig), TK_OK);
+        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+        cr_assert(isinf(res(a, 0, TK_AUDIT_BOUND_RATIO)));
+        cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu: %s", c,
+                     tk_audit_schedule_name((int)res(a, 0, TK_AUDIT_DIAGNOSIS)));
+        tk_audit_destroy(a);
+    }
+    tk_kernel_destroy(k);
+}
+
 Test(bound, nan_and_inf_are_judged_not_skipped)
 {
     tk_kernel *k;

@@ -218,6 +218,28 @@ def test_narrow_accumulation_in_either_order_and_large_data():
     assert audit("rs", all_nan, [xi]) == "k-tail-reads-padding"
 
 
+def test_a_float16_accumulation_that_overflows_is_named():
+    """Rows whose float16 sums overflow (+Inf and -Inf) beside rows that do
+    not: named after float16 while the overflows are where its simulation
+    has them, unknown with one more Inf where it has none."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((16, 256), np.float32), rng.standard_normal((256, 16), np.float32)
+    x[0], x[1], y[:, :8] = 1000, -1000, np.abs(y[:, :8]) + 0.5
+    f16_acc = lambda a, b: sequential(np.moveaxis(f32(a)[:, :, None] * f32(b)[None], 1, 2),
+                                      np.float16)
+    assert np.isinf(f16_acc(x, y)[:2, :8]).all() and np.isfinite(f16_acc(x, y)[2:]).all()
+
+    def spoiled(a, b):
+        out = f16_acc(a, b)
+        out[5, 5] = np.inf
+        return out
+    for candidate, name in ((f16_acc, "float16-accumulation"), (spoiled, "unknown")):
+        a = tk.Audit(tk.Kernel.matmul(), candidate)
+        a.add_reduction_case("float32", [x, y])
+        a.run()
+        assert a.results[0].diagnosis == name, a.results[0]
+
+
 def test_products_rounded_and_missing_initialization_are_named():
     r = tk.audit_matmul(products_rounded, shapes=[(17, 257, 129)], dtypes=["bfloat16"],
                         out_dtype="float32")
