@@ -11,9 +11,11 @@
  * keeps gcc's loop and glibc's memcpy from streaming at 64 MiB).  The
  * ratio to the plain loop alone is printed beside (`_vs_plain_fused_f32`).
  *
- * Readings on one thread.  Against the faster loop the Xeon reads 2.8 to
+ * Readings on one thread.  Against the faster loop the Xeon read 2.8 to
  * 3.1 (3.6 once, in a noisy stretch), 3.3 to 3.7 with the AVX2 path
- * forced: the target is met there in most runs, not all.  Against the
+ * forced: the target met in most runs, not all; since the AVX-512 first
+ * pass and the fill of the candidate's output stream whole lines, 2.6 to
+ * 2.7 (1.8 to 1.9 against the plain loop).  Against the
  * plain loop, where the target was first set: the Xeon 2.0 to 2.2 (2.3 to
  * 2.4 forced to AVX2), an AVX-512 AMD EPYC (Zen 4) 2.56 to 2.64, Zen 5 2.6
  * to 3.0, an AVX2 AMD EPYC (Zen 3) 2.64 to 2.90.  What brought it there:

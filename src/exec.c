@@ -37,6 +37,12 @@ TK__ON_AVX512 static void tk__stream_lines_512(unsigned char *d, const unsigned 
         _mm512_stream_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
 }
 
+TK__ON_AVX512 static void tk__stream_fill_512(unsigned char *d, int byte, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 64)
+        _mm512_stream_si512((void *)(d + i), _mm512_set1_epi8((char)byte));
+}
+
 TK__ON_AVX2 static void tk__stream_lines_256(unsigned char *d, const unsigned char *s,
                                              size_t bytes)
 {
@@ -80,7 +86,9 @@ void tk__stream_copy(void *dst, const void *src, size_t bytes)
 #endif
 }
 
-/* memset by the same whole-line streaming stores. */
+/* memset by the same whole-line streaming stores (one per line on
+ * AVX-512: the audit's fill of a candidate's output, beside three planes
+ * streamed the same way). */
 void tk__stream_fill(void *dst, int byte, size_t bytes)
 {
 #if defined(__SSE2__)
@@ -90,11 +98,15 @@ void tk__stream_fill(void *dst, int byte, size_t bytes)
         head = bytes;
     memset(d, byte, head);
     d += head, bytes -= head;
-    __m128i v = _mm_set1_epi8((char)byte);
-    for (; bytes >= 64; bytes -= 64, d += 64)
-        for (int i = 0; i < 64; i += 16)
-            _mm_stream_si128((__m128i *)(void *)(d + i), v);
-    memset(d, byte, bytes);
+    size_t whole = bytes / 64 * 64;
+#if TK__ISA_X86
+    if (tk__isa() == TK__ISA_AVX512)
+        tk__stream_fill_512(d, byte, whole);
+    else
+#endif
+        for (size_t i = 0; i < whole; i += 16)
+            _mm_stream_si128((__m128i *)(void *)(d + i), _mm_set1_epi8((char)byte));
+    memset(d + whole, byte, bytes - whole);
 #else
     memset(dst, byte, bytes);
 #endif
