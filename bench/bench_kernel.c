@@ -13,7 +13,10 @@
  * Limits (issue 12): mask elementwise 1.05 (bf16: 1.15, see below) and
  * blockwise 1.3 the fused loop; the pipeline 2.0 (8x128) and 1.5 (256x512); a custom elementwise
  * body without undo 1.5 the built-in one, a guard: the issue's target is
- * 1.15.  The body's results go out from scratch by streaming stores, a pass
+ * 1.15 (in bfloat16 3.0, a guard: the Xeon reads 1.9 to 2.0, where each
+ * run's operands are widened to f32 and its results narrowed, work the
+ * built-in does not have on half the bytes; through the general walk of
+ * regions it read 3.2).  The body's results go out from scratch by streaming stores, a pass
  * the built-in fuses into its loop, and its inputs are prefetched 512
  * elements ahead, a few lines after each piece of results (src/exec.c;
  * before, in bursts of one call).  On an AVX-512 Intel
@@ -355,8 +358,11 @@ int main(void)
 
             /* A custom elementwise body through the same machinery, against
              * the built-in axpy: with the undo copy (the default), and
-             * without it (TK_KERNEL_UNDO 0), which the limit is for. */
-            if (dtype == TK_DTYPE_F32) {
+             * without it (TK_KERNEL_UNDO 0), which the limit is for.  In
+             * bfloat16 the body's operands and results are staged through
+             * f32, work the built-in does not have on half the bytes: its
+             * limit is a guard (see the top). */
+            {
                 struct wrapped builtin = {kernel(TK_BODY_ELEMENTWISE, false),
                                           tiling(rows, cols, 8, 128, TK_TAIL_MASK), {x, y}, out};
                 struct wrapped custom = {kernel(TK_BODY_ELEMENTWISE, true), builtin.t, {x, y},
@@ -372,11 +378,11 @@ int main(void)
                 snprintf(tag, sizeof tag, "%s_%lldx%lld", dn, (long long)rows, (long long)cols);
                 printf("kernel_custom_vs_builtin_elementwise_%s: %.2f\n", tag, med[1] / med[0]);
                 printf("kernel_custom_elementwise_%s_undo_bytes: %lld\n", tag,
-                       (long long)(rows * cols * 4));
+                       (long long)(rows * cols * tk_dtype_size(dtype)));
                 printf("kernel_custom_no_undo_vs_builtin_elementwise_%s: %.2f\n", tag,
                        med[2] / med[0]);
                 over += over_limit("custom_no_undo_vs_builtin_elementwise", tag,
-                                   med[2] / med[0], 1.5);
+                                   med[2] / med[0], d ? 3.0 : 1.5);
                 tk_kernel_destroy(builtin.k);
                 tk_kernel_destroy(custom.k);
                 tk_kernel_destroy(no_undo.k);

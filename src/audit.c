@@ -390,17 +390,6 @@ static int tk__work(tk_audit *a, const tk__case *c, int n_planes, char **mem)
 #if TK__ISA_X86
 #include <immintrin.h>
 
-/* TK__BF16_ROUND on sixteen lanes, NaNs by mask: each lane's f32 bits
- * with the low half cleared. */
-TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i r = _mm512_and_si512(tk__bf16_biased_512(u), _mm512_set1_epi32((int)0xFFFF0000u));
-    return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                                _mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)),
-                                _mm512_set1_epi32(0x7FC00000));
-}
-
 /* The bf16 halves of sixteen rounded lanes to d: by a streaming store
  * when `stream` (the caller has checked that d starts a half line). */
 TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool stream)
@@ -412,17 +401,8 @@ TK__ON_AVX512 static inline void tk__bf16_put_512(uint16_t *d, __m512i r, bool s
         _mm256_storeu_si256((__m256i *)(void *)d, h);
 }
 
-/* The same two on eight lanes of the AVX2 path; a put takes two vectors,
- * a half line of codes. */
-TK__ON_AVX2 static inline __m256i tk__bf16_round_256(__m256 v)
-{
-    __m256i u = _mm256_castps_si256(v);
-    __m256i r = _mm256_and_si256(tk__bf16_biased_256(u), _mm256_set1_epi32((int)0xFFFF0000u));
-    __m256i nan = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
-                                  _mm256_set1_epi32(0x7FC00000));
-    return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-}
-
+/* The same put on the AVX2 path takes two vectors, a half line of
+ * codes. */
 TK__ON_AVX2 static inline void tk__bf16_put_codes_256(uint16_t *d, __m256i c0, __m256i c1,
                                                      bool stream)
 {

@@ -262,6 +262,52 @@ TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *res
         d[i] = tk__e4m3_from(s[i]);
 }
 
+/* f32 -> bfloat16 on the AVX-512 and AVX2 paths: TK__BF16_ROUND's
+ * rounding (tk__bf16_biased_512, _256) shifted to each lane's code, the
+ * whole rule with its NaN lanes (tk__bf16_round_512, _256) only in vectors
+ * that hold a NaN.  The compiled
+ * loop took 0.18 ns an element in cache on an AVX-512 Intel Xeon, this
+ * one 0.13 (on its AVX2 path 0.25 and 0.155), a cost a custom body's
+ * staged run pays on every result. */
+TK__ON_AVX512 static void tk__bf16_from_512(uint16_t *restrict d, const float *restrict s,
+                                            size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(s + i);
+        __m512i r = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)
+                        ? tk__bf16_round_512(v)
+                        : tk__bf16_biased_512(_mm512_castps_si512(v));
+        _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    tk__bf16_from_f32_loop(d + i, s + i, n - i);
+}
+
+/* Eight lanes' codes, as above. */
+TK__ON_AVX2 static inline __m256i tk__bf16_codes_of_256(__m256 v)
+{
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m256i r = _mm256_testz_si256(nan, nan) ? tk__bf16_biased_256(_mm256_castps_si256(v))
+                                             : tk__bf16_round_256(v);
+    return _mm256_srli_epi32(r, 16);
+}
+
+TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *restrict s,
+                                          size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i c0 = tk__bf16_codes_of_256(_mm256_loadu_ps(s + i)),
+                c1 = tk__bf16_codes_of_256(_mm256_loadu_ps(s + i + 8));
+        /* packus interleaves 128-bit lanes; the permute puts them back in
+         * order (the codes fit 16 bits, so nothing saturates). */
+        _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                            _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8));
+    }
+    tk__bf16_from_f32_loop(d + i, s + i, n - i);
+}
+
 /* f32 -> float8_e4m3fn on the AVX-512 path: tk__e4m3_from's integer and
  * float steps, sixteen lanes at a time with the picks done by mask (the
  * compiled rule ran at 1.4 times a memcpy of the source on an AVX-512
@@ -423,7 +469,19 @@ static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n)
 static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n)
 {
     switch (dtype) {
-    case TK_DTYPE_BF16: tk__bf16_from_f32_loop(dst, src, (size_t)n); break;
+    case TK_DTYPE_BF16:
+#if TK__ISA_X86
+        if (tk__isa() == TK__ISA_AVX512) {
+            tk__bf16_from_512(dst, src, (size_t)n);
+            break;
+        }
+        if (tk__isa() == TK__ISA_AVX2) {
+            tk__bf16_from_256(dst, src, (size_t)n);
+            break;
+        }
+#endif
+        tk__bf16_from_f32_loop(dst, src, (size_t)n);
+        break;
     case TK_DTYPE_F16:
         TK__F16C_OR(tk__f16_from_f16c, tk__f16_from_loop, dst, src, (size_t)n);
         break;

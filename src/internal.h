@@ -680,6 +680,26 @@ TK__ON_AVX2 static inline __m256i tk__bf16_biased_256(__m256i u)
     __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     return _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), odd));
 }
+
+/* TK__BF16_ROUND whole, NaNs by mask: each lane's f32 bits with the low
+ * half cleared, on sixteen and on eight lanes. */
+TK__ON_AVX512 static inline __m512i tk__bf16_round_512(__m512 v)
+{
+    __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_and_si512(tk__bf16_biased_512(u), _mm512_set1_epi32((int)0xFFFF0000u));
+    return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                                _mm512_and_si512(u, _mm512_set1_epi32((int)0x80000000u)),
+                                _mm512_set1_epi32(0x7FC00000));
+}
+
+TK__ON_AVX2 static inline __m256i tk__bf16_round_256(__m256 v)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i r = _mm256_and_si256(tk__bf16_biased_256(u), _mm256_set1_epi32((int)0xFFFF0000u));
+    __m256i nan = _mm256_or_si256(_mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
+                                  _mm256_set1_epi32(0x7FC00000));
+    return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
 #else
 #define TK__ISA_X86 0
 #define TK_DISPATCH_RET(type, name, params, args) static type name params

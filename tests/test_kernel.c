@@ -1085,14 +1085,15 @@ static int failing_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
     return (in[0] - (const float *)user) / 1024 == 800 ? 7 : 0;
 }
 
-/* A thread-safe body on runs of an 8 MiB f32 matrix (tk__run_flat): it
- * records where the run holding element FLAT_BAD starts, and fails there. */
-#define FLAT_ROWS 1024
+/* A thread-safe body on runs of an 8 MiB output (tk__run_flat, staged
+ * through f32 scratch for bfloat16 or an output that is an input): x holds
+ * FLAT_MARK at FLAT_BAD alone, and the body records where the run holding
+ * it starts, and fails there. */
 #define FLAT_COLS 2100
 #define FLAT_BAD (800 * FLAT_COLS + 1000)
+#define FLAT_MARK 1000.0f   /* a bfloat16 value; the data lie in [-4, 4) */
 struct flat_ctx {
-    const float *x;
-    atomic_llong start;   /* the failing run's first element, -1 before */
+    atomic_llong start;   /* the failing run's first element; -1 before, -2: no failure */
     atomic_llong widest;
 };
 
@@ -1100,63 +1101,78 @@ static int flat_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
                    const float *const *in, float *out)
 {
     struct flat_ctx *f = user;
-    long long at = in[0] - f->x, n = (long long)(rows * cols);
+    long long n = (long long)(rows * cols), mark = -1;
     for (long long w = atomic_load(&f->widest); n > w &&
          !atomic_compare_exchange_weak(&f->widest, &w, n);)
         ;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j++)
+        for (int64_t j = 0; j < cols; j++) {
+            if (in[0][r * ld + j] == FLAT_MARK)
+                mark = r * cols + j;
             out[r * ld + j] = 2.0f * in[0][r * ld + j] + in[1][r * ld + j];
-    if (atomic_load(&f->start) != -2 && at <= FLAT_BAD && FLAT_BAD < at + n) {
-        atomic_store(&f->start, at);
+        }
+    if (atomic_load(&f->start) != -2 && mark >= 0) {
+        atomic_store(&f->start, FLAT_BAD - mark);
         return 7;
     }
     return 0;
 }
 
-/* An 8 MiB contiguous f32 output: the body gets runs of at most 512
- * elements that may go on into the next row; on one and on three threads a
- * failure names the run's first element and leaves the output as it was,
- * and a complete run gives the reference's bits. */
-Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start)
+/* An 8 MiB contiguous output, f32 and bfloat16, separate and the same as
+ * x: the body gets runs of at most 512 elements that may go on into the
+ * next row; on one and on three threads a failure names the run's first
+ * element and leaves the output as it was, and a complete run gives the
+ * reference's bits. */
+Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start, .timeout = 60)
 {
-    tk_matrix *x = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 97);
-    tk_matrix *y = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 98);
-    tk_matrix *out = make(TK_DTYPE_F32, FLAT_ROWS, FLAT_COLS, FLAT_COLS, 99);
-    const tk_matrix *in[] = {x, y};
-    uint32_t *want = oracle_axpy(x, y, 2.0f);
-    tk_tiling *t;
-    tkt_expect_status(tk_tiling_create(&t, FLAT_ROWS, FLAT_COLS, 8, 128), TK_OK);
-    struct flat_ctx f = {.x = tk_matrix_data(x)};
-    tk_kernel *k;
-    tkt_expect_status(tk_kernel_custom(&k, 2, flat_cb, &f), TK_OK);
-    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
-    void *before = snapshot(out);
-    for (int threads = 1; threads <= 3; threads += 2) {
-        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
-        atomic_store(&f.start, -1);
-        atomic_store(&f.widest, 0);
-        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
-        long long at = atomic_load(&f.start);
-        char where[96];
-        snprintf(where, sizeof where, "region at row %lld, col %lld;", at / FLAT_COLS,
-                 at % FLAT_COLS);
-        cr_assert(strstr(tk_last_error_message(), where), "%d threads: %s, not %s", threads,
-                  tk_last_error_message(), where);
-        cr_assert_leq(atomic_load(&f.widest), 512);
-        expect_unchanged(out, before, "a failed run of runs");
-        atomic_store(&f.start, -2);   /* no failure */
-        tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
-        expect_bits(out, want, "runs of a large matrix");
-        memcpy(tk_matrix_data(out), before, storage_bytes(out));   /* the old output again */
-    }
-    free(before);
-    free(want);
-    tk_kernel_destroy(k);
-    tk_tiling_destroy(t);
-    tk_matrix_destroy(out);
-    tk_matrix_destroy(x);
-    tk_matrix_destroy(y);
+    for (int d = 0; d < 2; d++)
+        for (int alias = 0; alias < 2; alias++) {
+            int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+            int64_t rows = d ? 2048 : 1024;   /* 8.2 MiB either way */
+            tk_matrix *x = make(dtype, rows, FLAT_COLS, FLAT_COLS, 97);
+            tk_matrix *y = make(dtype, rows, FLAT_COLS, FLAT_COLS, 98);
+            tk_matrix *sep = make(dtype, rows, FLAT_COLS, FLAT_COLS, 99);
+            tk_matrix *out = alias ? x : sep;
+            if (d)
+                ((uint16_t *)tk_matrix_data(x))[FLAT_BAD] = tk_bf16_from_f32(FLAT_MARK);
+            else
+                ((float *)tk_matrix_data(x))[FLAT_BAD] = FLAT_MARK;
+            const tk_matrix *in[] = {x, y};
+            uint32_t *want = oracle_axpy(x, y, 2.0f);
+            tk_tiling *t;
+            tkt_expect_status(tk_tiling_create(&t, rows, FLAT_COLS, 8, 128), TK_OK);
+            struct flat_ctx f;
+            tk_kernel *k;
+            tkt_expect_status(tk_kernel_custom(&k, 2, flat_cb, &f), TK_OK);
+            tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+            void *before = snapshot(out);
+            for (int threads = 1; threads <= 3; threads += 2) {
+                tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+                atomic_store(&f.start, -1);
+                atomic_store(&f.widest, 0);
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ECALLBACK);
+                long long at = atomic_load(&f.start);
+                char where[96];
+                snprintf(where, sizeof where, "region at row %lld, col %lld;",
+                         at / FLAT_COLS, at % FLAT_COLS);
+                cr_assert(strstr(tk_last_error_message(), where), "%s, alias %d, %d threads: "
+                          "%s, not %s", tk_dtype_name(dtype), alias, threads,
+                          tk_last_error_message(), where);
+                cr_assert_leq(atomic_load(&f.widest), 512);
+                expect_unchanged(out, before, "a failed run of runs");
+                atomic_store(&f.start, -2);
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+                expect_bits(out, want, "runs of a large matrix");
+                memcpy(tk_matrix_data(out), before, storage_bytes(out));   /* the old output */
+            }
+            free(before);
+            free(want);
+            tk_kernel_destroy(k);
+            tk_tiling_destroy(t);
+            tk_matrix_destroy(sep);
+            tk_matrix_destroy(x);
+            tk_matrix_destroy(y);
+        }
 }
 
 /* Every thread count gives one thread's bits: built-in and thread-safe
