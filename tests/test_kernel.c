@@ -1175,6 +1175,46 @@ Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start, .timeout = 60)
         }
 }
 
+/* float16 and both fp8 formats through the same runs (an output of 8 MiB
+ * or more, staged): a custom body gives the built-in axpy's bits, with its
+ * undo copy after a failure in the middle leaving the output as it was. */
+Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
+{
+    const int dtypes[3] = {TK_DTYPE_F16, TK_DTYPE_F8E4M3FN, TK_DTYPE_F8E5M2};
+    for (int d = 0; d < 3; d++) {
+        int64_t cols = 2049, rows = (((int64_t)8 << 20) / tk_dtype_size(dtypes[d])) / cols + 1;
+        tk_matrix *x = make(dtypes[d], rows, cols, cols, 41), *y = make(dtypes[d], rows, cols,
+                                                                        cols, 42);
+        tk_matrix *out = make(dtypes[d], rows, cols, cols, 43);
+        tk_matrix *ref = make(dtypes[d], rows, cols, cols, 44);
+        const tk_matrix *in[] = {x, y};
+        tk_tiling *t;
+        tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
+        tk_kernel *builtin, *custom;
+        struct body_ctx ctx = {0.7f, 0, 0, 0, -1};
+        tkt_expect_status(tk_kernel_axpy(&builtin, 0.7f), TK_OK);
+        tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
+        tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
+        void *before = snapshot(out);
+        ctx.fail_at = (long)(rows * cols / 512 / 2);
+        tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_ECALLBACK);
+        expect_unchanged(out, before, tk_dtype_name(dtypes[d]));
+        ctx.fail_at = -1;
+        tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(ref), storage_bytes(out)),
+                  "%s: the custom body's run differs from the built-in's",
+                  tk_dtype_name(dtypes[d]));
+        free(before);
+        tk_kernel_destroy(builtin);
+        tk_kernel_destroy(custom);
+        tk_tiling_destroy(t);
+        tk_matrix_destroy(x);
+        tk_matrix_destroy(y);
+        tk_matrix_destroy(out);
+        tk_matrix_destroy(ref);
+    }
+}
+
 /* Every thread count gives one thread's bits: built-in and thread-safe
  * custom bodies, f32 and bf16, every tail and body kind, an edge in both
  * directions (so bands end inside tiles and shift-inwards moves tiles). */
