@@ -20,6 +20,7 @@
 #include "internal.h"
 
 #include <fenv.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,12 +507,13 @@ static void tk__cast_through(int d, float *x, int64_t count)
     }
 }
 
-/* Whether element e of the candidate is not finite where the oracle and its
- * cast are: an overflow (Inf, or NaN from Inf - Inf) or a stray NaN. */
+/* Whether element e of the candidate is not finite where the oracle is,
+ * and not its cast (which may be an Inf, an output dtype's overflow): an
+ * accumulator's overflow (Inf, or NaN from Inf - Inf) or a stray NaN. */
 static inline bool tk__overflowed(const float *cand, const float *want, const double *s,
                                   int64_t e)
 {
-    return !isfinite(cand[e]) && isfinite(want[e]) && isfinite(s[e]);
+    return !isfinite(cand[e]) && isfinite(s[e]) && !(cand[e] == want[e]);
 }
 
 /* Whether sim, a narrow accumulation cast as the candidate's outputs are,
@@ -601,9 +603,15 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             return TK_SCHEDULE_UNKNOWN;
     }
     /* Overflows, and the finite elements that tell a narrow accumulation's
-     * from padding or garbage. */
+     * from padding or garbage.  An overflow is a narrow format's only where
+     * float32 cannot overflow: the magnitudes' sum A bounds every product
+     * and partial sum (up to rounding), so below half float32's largest
+     * number none reaches it.  Above, float32 (the contract's precision)
+     * and bfloat16 (its range) overflow alike, and nothing is named. */
     int64_t over = 0, finite = 0;
     for (int64_t e = 0; e < count; e++) {
+        if (tk__overflowed(cand, want, s, e) && !(A[e] <= FLT_MAX / 2))
+            return TK_SCHEDULE_UNKNOWN;
         over += tk__overflowed(cand, want, s, e);
         finite += isfinite(cand[e]) && isfinite(want[e]) && isfinite(s[e]);
     }

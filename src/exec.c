@@ -646,9 +646,11 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
     e->area = 0;
     if (e->k->is_axpy)
         return TK_OK;
-    /* A large masked elementwise run streams its results out from scratch
-     * (tk__run_flat), staged through f32 or not. */
-    e->stream_out = !blockwise && tail == TK_TAIL_MASK && e->stream;
+    /* A large masked elementwise run streams its results out from scratch:
+     * in place, from tk__region's contiguous regions or tk__run_flat's runs;
+     * staged through f32, from tk__run_flat's alone. */
+    e->stream_out = !blockwise && tail == TK_TAIL_MASK && e->stream &&
+                    (e->direct || tk__contiguous(e));
     if (blockwise && (!e->direct || edges))
         e->area = e->br * e->bc;   /* no overflow: at most the padded size */
     else if (!blockwise && !e->direct)

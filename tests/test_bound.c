@@ -389,31 +389,42 @@ static float f16(float v)
     return v;
 }
 
+/* How f16_row_sum spoils a float16 accumulation. */
+enum spoil { AS_IS, INF_ROW_5, NEGATE_ROW_0, NUDGE, ROW_0_EXACT };
+
 /* A row sum accumulated in float16 in k order, each term and partial sum
- * rounded; then (user, an int[3], row < 0: none) row user[0] made Inf of
- * sign user[1], or, user[2], negated. */
+ * rounded, its results cast to the output dtype; then spoiled (user: an
+ * enum spoil): row 5 made +Inf, row 0 negated, rows from 3 on moved by 0.3,
+ * or row 0 summed exactly instead. */
 static int f16_row_sum(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
-    const int *spoil = user;
+    enum spoil how = *(const enum spoil *)user;
     const float *x = tk_matrix_data(in[0]);
-    float *o = tk_matrix_data(out);
-    int64_t k = tk_matrix_cols(in[0]);
-    for (int64_t i = 0; i < tk_matrix_rows(out); i++) {
+    int64_t k = tk_matrix_cols(in[0]), rows = tk_matrix_rows(out);
+    float o[16];
+    for (int64_t i = 0; i < rows; i++) {
         float acc = 0.0f;
-        for (int64_t t = 0; t < k; t++)
+        double exact = 0.0;
+        for (int64_t t = 0; t < k; t++) {
             acc = f16(acc + f16(x[i * k + t]));
-        o[i] = acc;
+            exact += x[i * k + t];
+        }
+        o[i] = how == ROW_0_EXACT && i == 0 ? (float)exact : how == NUDGE && i >= 3 ? acc + 0.3f : acc;
     }
-    if (spoil[0] >= 0)
-        o[spoil[0]] = spoil[2] ? -o[spoil[0]] : copysignf(INFINITY, (float)spoil[1]);
-    return 0;
+    if (how == INF_ROW_5)
+        o[5] = INFINITY;
+    if (how == NEGATE_ROW_0)
+        o[0] = -o[0];
+    return tk_dtype_from_f32_n(tk_matrix_dtype(out), tk_matrix_data(out), o, (size_t)rows);
 }
 
 /* A float16 accumulation that overflows in some rows, to +Inf, -Inf or (an
  * Inf then a term past float16's range of the other sign) NaN, is named
  * after float16 where its overflows are the simulation's, in k order or
- * reversed, and not where they differ in place or value; nor where fewer
- * than 8 rows are finite, nothing to tell an accumulation from a fill. */
+ * reversed, and not where they differ in place or value, where the finite
+ * rows err more than float16's, nor where fewer than 8 rows are finite,
+ * nothing to tell an accumulation from a fill.  With float16 outputs the
+ * NaN row's sum is past float16's range, so its cast is +Inf, not NaN. */
 Test(bound, a_float16_accumulation_that_overflows_is_named)
 {
     tk_kernel *k;
@@ -425,25 +436,28 @@ Test(bound, a_float16_accumulation_that_overflows_is_named)
     for (int t = 0; t < DEPTH; t++) {
         x[0 * DEPTH + t] = 3000.0f;                      /* +Inf at t = 22 */
         x[1 * DEPTH + t] = t < DEPTH / 2 ? -3000.0f : 1.0f;   /* -Inf */
-        x[2 * DEPTH + t] = t == 0 || t == 1 ? 40000.0f : t == 2 ? -70000.0f : 0.5f;   /* NaN */
+        x[2 * DEPTH + t] = t == 0 || t == 1 ? 40000.0f : t == 2 ? -70000.0f : 1000.0f;   /* NaN */
     }
     const float *orig[1] = {x};
     const struct {
-        int spoil[3];
-        int rows;
+        enum spoil how;
+        int rows, out_dtype;
         int want;
     } cases[] = {
-        {{-1, 0, 0}, ROWS, TK_SCHEDULE_F16_ACCUM},
-        {{5, 1, 0}, ROWS, TK_SCHEDULE_UNKNOWN},    /* an Inf where float16 is finite */
-        {{0, 0, 1}, ROWS, TK_SCHEDULE_UNKNOWN},    /* -Inf for +Inf */
-        {{-1, 0, 0}, 10, TK_SCHEDULE_UNKNOWN},     /* 7 finite rows */
-        {{-1, 0, 0}, 11, TK_SCHEDULE_F16_ACCUM},   /* 8 */
+        {AS_IS, ROWS, TK_DTYPE_F32, TK_SCHEDULE_F16_ACCUM},
+        {AS_IS, ROWS, TK_DTYPE_F16, TK_SCHEDULE_F16_ACCUM},
+        {INF_ROW_5, ROWS, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},    /* float16 is finite there */
+        {NEGATE_ROW_0, ROWS, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN}, /* -Inf for +Inf */
+        {ROW_0_EXACT, ROWS, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},  /* finite for +Inf */
+        {NUDGE, ROWS, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+        {AS_IS, 10, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},          /* 7 finite rows */
+        {AS_IS, 11, TK_DTYPE_F32, TK_SCHEDULE_F16_ACCUM},        /* 8 */
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         tk_audit *a;
         cr_assert_eq(tk_audit_create(&a, k), TK_OK);
-        cr_assert_eq(tk_audit_set_candidate(a, f16_row_sum, (void *)cases[c].spoil), TK_OK);
-        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32,
+        cr_assert_eq(tk_audit_set_candidate(a, f16_row_sum, (void *)&cases[c].how), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, cases[c].out_dtype,
                                                  cases[c].rows, DEPTH, 1, orig), TK_OK);
         tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
         cr_assert(isinf(res(a, 0, TK_AUDIT_BOUND_RATIO)));
@@ -451,6 +465,52 @@ Test(bound, a_float16_accumulation_that_overflows_is_named)
                      tk_audit_schedule_name((int)res(a, 0, TK_AUDIT_DIAGNOSIS)));
         tk_audit_destroy(a);
     }
+    tk_kernel_destroy(k);
+}
+
+/* A float32 matmul whose products overflow (4e38 and -4e38: Inf - Inf)
+ * makes the same NaN as any accumulation in float16 or bfloat16 of those
+ * products: the contract's own precision overflows there, and nothing is
+ * named. */
+static int f32_matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)user;
+    const float *x = tk_matrix_data(in[0]), *y = tk_matrix_data(in[1]);
+    float *o = tk_matrix_data(out);
+    int64_t m = tk_matrix_rows(in[0]), k = tk_matrix_cols(in[0]), n = tk_matrix_cols(in[1]);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t t = 0; t < k; t++)
+                acc += x[i * k + t] * y[t * n + j];
+            o[i * n + j] = acc;
+        }
+    return 0;
+}
+
+Test(bound, an_overflow_of_float32_itself_is_not_named)
+{
+    enum { M_ = 16, K_ = 64, N_ = 16 };
+    static float x[M_ * K_], y[K_ * N_];
+    for (int i = 0; i < M_ * K_; i++)
+        x[i] = i % K_ < 2 ? 0.0f : (float)((i * 37 % 101) - 50) / 16.0f;
+    for (int i = 0; i < K_ * N_; i++)
+        y[i] = i < 2 * N_ ? 0.0f : (float)((i * 53 % 89) - 44) / 16.0f;
+    x[0] = x[1] = 2e19f;
+    y[0] = 2e19f;
+    y[N_] = -2e19f;
+    const float *orig[2] = {x, y};
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+    tk_audit *a;
+    cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, f32_matmul, NULL), TK_OK);
+    cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, TK_DTYPE_F32, M_, K_, N_, orig),
+                 TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    cr_assert_eq(res(a, 0, TK_AUDIT_DIAGNOSIS), TK_SCHEDULE_UNKNOWN, "%s",
+                 tk_audit_schedule_name((int)res(a, 0, TK_AUDIT_DIAGNOSIS)));
+    tk_audit_destroy(a);
     tk_kernel_destroy(k);
 }
 

@@ -1215,6 +1215,80 @@ Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
     }
 }
 
+/* out = 1.5 x0 + x1 - 0.25 x2 + ... over the first n of in, in f32. */
+static int weighted_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
+                       const float *const *in, float *out)
+{
+    int n = *(const int *)user;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) {
+            float v = 1.5f * in[0][r * ld + j];
+            for (int i = 1; i < n; i++)
+                v += (i % 2 ? 1.0f : -0.25f) * in[i][r * ld + j];
+            out[r * ld + j] = v;
+        }
+    return 0;
+}
+
+/* Staged runs of one and of three inputs, on matrices that start one
+ * element off a cache line and hold a count of elements no run length
+ * divides, on one and three threads: the body's results cast once. */
+Test(kernel, staged_runs_of_one_and_three_inputs_off_a_line, .timeout = 60)
+{
+    const int64_t rows = 4099, cols = 1031;   /* 8.06 MiB of bfloat16 */
+    const size_t count = (size_t)(rows * cols);
+    uint16_t *mem[4];
+    tk_matrix *m[4];
+    float *f = malloc(count * sizeof *f), *want = malloc(count * sizeof *want);
+    cr_assert(f && want);
+    for (int i = 0; i < 4; i++) {
+        mem[i] = malloc((count + 32) * sizeof **mem);
+        cr_assert_not_null(mem[i]);
+        tkt_fill(f, count, 71 + (uint64_t)i);
+        tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_BF16, mem[i] + 1, f, count), TK_OK);
+        tkt_expect_status(tk_matrix_wrap(&m[i], TK_DTYPE_BF16, rows, cols, cols, mem[i] + 1),
+                          TK_OK);
+    }
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
+    const tk_matrix *in[3] = {m[0], m[1], m[2]};
+    for (int n = 1; n <= 3; n += 2) {
+        /* The reference: the inputs widened, the same f32 operations, one cast. */
+        float *x = malloc(count * sizeof *x);
+        cr_assert_not_null(x);
+        for (int i = 0; i < n; i++) {
+            tkt_expect_status(tk_dtype_to_f32_n(TK_DTYPE_BF16, x, mem[i] + 1, count), TK_OK);
+            for (size_t e = 0; e < count; e++)
+                want[e] = i ? want[e] + (i % 2 ? 1.0f : -0.25f) * x[e] : 1.5f * x[e];
+        }
+        free(x);
+        uint16_t *ref = malloc(count * sizeof *ref);
+        cr_assert_not_null(ref);
+        tkt_expect_status(tk_dtype_from_f32_n(TK_DTYPE_BF16, ref, want, count), TK_OK);
+        tk_kernel *k;
+        tkt_expect_status(tk_kernel_custom(&k, n, weighted_cb, &n), TK_OK);
+        tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, threads), TK_OK);
+            memset(mem[3] + 1, 0xFF, count * sizeof **mem);
+            tkt_expect_status(tk_kernel_run(k, t, in, m[3]), TK_OK);
+            for (size_t e = 0; e < count; e++)
+                if (mem[3][1 + e] != ref[e])
+                    cr_assert_fail("%d inputs, %d threads: element %zu is 0x%04x, not 0x%04x",
+                                   n, threads, e, mem[3][1 + e], ref[e]);
+        }
+        tk_kernel_destroy(k);
+        free(ref);
+    }
+    tk_tiling_destroy(t);
+    for (int i = 0; i < 4; i++) {
+        tk_matrix_destroy(m[i]);
+        free(mem[i]);
+    }
+    free(f);
+    free(want);
+}
+
 /* Every thread count gives one thread's bits: built-in and thread-safe
  * custom bodies, f32 and bf16, every tail and body kind, an edge in both
  * directions (so bands end inside tiles and shift-inwards moves tiles). */
