@@ -30,6 +30,13 @@
 /* Rows a blockwise walk keeps open at once. */
 #define TK__GROUP 4
 
+/* Rows ahead that staging fetches, within a tile: a staged custom
+ * blockwise body on 256x512 bfloat16 tiles of a 4096x4096 run took 24.6 ms
+ * on an Intel Xeon without, 17.0 to 17.3 with 32 (17.2 to 17.7 with 16,
+ * 18.4 with 8), its 256 short rows of each operand a poor match for the
+ * hardware prefetchers. */
+#define TK__STAGE_AHEAD 32
+
 #if TK__ISA_X86
 /* Whole 64-byte lines (bytes a multiple of 64, d on a line) by the widest
  * streaming store the path has: one per line on AVX-512, where four
@@ -256,6 +263,11 @@ TK_DISPATCH(tk__stage_pair, (int dtype, tk__src a, tk__src b, int64_t ld, int64_
         int64_t c = 0;
         for (; c + TK__LINE <= w; c += TK__LINE)
             for (int64_t g = r; g < r + TK__GROUP; g++) {
+                if (g + TK__STAGE_AHEAD < h) {
+                    __builtin_prefetch(a.s + (g + TK__STAGE_AHEAD) * a.pitch + c * es);
+                    if (b.s)
+                        __builtin_prefetch(b.s + (g + TK__STAGE_AHEAD) * b.pitch + c * es);
+                }
                 tk__in_line(dtype, a.d + g * ld + c, a.s + g * a.pitch + c * es, TK__LINE);
                 if (b.s)
                     tk__in_line(dtype, b.d + g * ld + c, b.s + g * b.pitch + c * es, TK__LINE);
