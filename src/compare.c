@@ -173,53 +173,31 @@ static void tk__cmp_self_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
     }
 }
 
-/* No ULP statistics: the gap's hot loop.  One branch-free pass in float
- * (the compiler vectorizes it) finds the row's largest difference and
- * screens the double-precision tests.  The tolerance atol + rtol|e| is
- * bracketed by float bounds lo(e) <= it <= hi(e), their coefficients
- * widened by 2^-20 relative and FLT_MIN absolute (far beyond the float
- * rounding), so a difference above hi is a mismatch, one below lo is not,
- * and only one in between needs the exact test.  Likewise a relative
- * difference can beat the maximum only where a widened float test says so.
- * Positions are then found by scanning only when needed.  Returns false,
- * changing nothing, when a difference is not finite (as it is wherever a
- * value is): the caller takes the general path.  Finite differences are
- * non-negative, so their bit patterns order like their values. */
-static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
-                                        const float *a, const float *e)
+/* The screen's float bounds for s as it stands (tk__cmp_screened_row). */
+void tk__screen_of(const tk__cmp *s, tk__screen *sc)
 {
     const float up = 1.0f + 0x1p-20f, down = 1.0f - 0x1p-20f;
     /* Tolerances outside float's normal range get no screen. */
-    bool screen = s->atol <= 1e30 && s->rtol <= 1e30 &&
-                  (s->atol == 0.0 || s->atol >= 1e-30) &&
-                  (s->rtol == 0.0 || s->rtol >= 1e-30);
-    const float atf = screen ? (float)s->atol : 0.0f;
-    const float rtf = screen ? (float)s->rtol : 0.0f;
-    const float ahi = atf * up + FLT_MIN, rhi = rtf * up;
-    const float alo = atf * down - FLT_MIN, rlo = rtf * down;
+    sc->screen = s->atol <= 1e30 && s->rtol <= 1e30 && (s->atol == 0.0 || s->atol >= 1e-30) &&
+                 (s->rtol == 0.0 || s->rtol >= 1e-30);
+    const float atf = sc->screen ? (float)s->atol : 0.0f;
+    const float rtf = sc->screen ? (float)s->rtol : 0.0f;
+    sc->ahi = atf * up + FLT_MIN, sc->rhi = rtf * up;
+    sc->alo = atf * down - FLT_MIN, sc->rlo = rtf * down;
     /* Nor does a maximum outside it: rows are rescanned until one is in it. */
-    bool rel_screen = s->max_rel >= 1e-30 && s->max_rel <= 1e30;
-    const float mrf = rel_screen ? (float)s->max_rel * down : 0.0f;
-    uint32_t top = 0;
-    int64_t bad = 0;
-    int32_t maybe = !screen, rel_candidates = !rel_screen;
-    for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
-        int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
-        int32_t above = 0, not_below = 0;
-        for (int64_t c = k0; c < k1; c++) {
-            float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
-            uint32_t db = tk__f32_bits(d);
-            top = db > top ? db : top;
-            above += d > ahi + rhi * ae;
-            not_below += d >= alo + rlo * ae;
-            rel_candidates |= (ae != 0.0f) & (d > mrf * ae - FLT_MIN);
-        }
-        bad += above;
-        maybe |= above != not_below;
-    }
+    sc->rel_screen = s->max_rel >= 1e-30 && s->max_rel <= 1e30;
+    sc->mrf = sc->rel_screen ? (float)s->max_rel * down : 0.0f;
+}
+
+/* The rest of a screened row, from its figures g. */
+static inline bool tk__cmp_screened_end(tk__cmp *s, const tk__screened *g, int64_t r,
+                                        int64_t c0, int64_t n, const float *a, const float *e)
+{
+    uint32_t top = g->top;
+    int64_t bad = g->bad;
     if (top >= 0x7F800000u)
         return false;
-    if (maybe) {
+    if (g->maybe) {
         bad = 0;
         for (int64_t c = 0; c < n; c++)
             bad += tk__beyond(s, fabsf(a[c] - e[c]), fabsf(e[c]));
@@ -241,7 +219,7 @@ static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64
                 tk__mark(w, r, c0 + c, a[c], e[c]);
                 break;
             }
-    if (rel_candidates)
+    if (g->rel_candidates)
         for (int64_t c = 0; c < n; c++) {
             float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
             double rel = (double)d / (double)ae;
@@ -251,6 +229,34 @@ static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64
             }
         }
     return true;
+}
+
+bool tk__cmp_screened_rest(tk__cmp *s, const tk__screened *g, int64_t r, int64_t c0, int64_t n,
+                           const float *a, const float *e)
+{
+    return tk__cmp_screened_end(s, g, r, c0, n, a, e);
+}
+
+/* No ULP statistics: the gap's hot loop.  One branch-free pass in float
+ * (the compiler vectorizes it) finds the row's largest difference and
+ * screens the double-precision tests.  The tolerance atol + rtol|e| is
+ * bracketed by float bounds lo(e) <= it <= hi(e), their coefficients
+ * widened by 2^-20 relative and FLT_MIN absolute (far beyond the float
+ * rounding), so a difference above hi is a mismatch, one below lo is not,
+ * and only one in between needs the exact test.  Likewise a relative
+ * difference can beat the maximum only where a widened float test says so.
+ * Positions are then found by scanning only when needed.  Returns false,
+ * changing nothing, when a difference is not finite (as it is wherever a
+ * value is): the caller takes the general path.  Finite differences are
+ * non-negative, so their bit patterns order like their values. */
+static inline bool tk__cmp_screened_row(tk__cmp *s, int64_t r, int64_t c0, int64_t n,
+                                        const float *a, const float *e)
+{
+    tk__screen sc;
+    tk__screen_of(s, &sc);
+    tk__screened g = {0, 0, !sc.screen, !sc.rel_screen};
+    tk__screen_add(&sc, &g, n, a, e);
+    return tk__cmp_screened_end(s, &g, r, c0, n, a, e);
 }
 
 /* With ULP statistics in float32, a row of finite values that differ (a

@@ -5,6 +5,7 @@
 #define TK_BUILDING_LIBRARY 1
 #include "tilekern.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -739,6 +740,50 @@ void tk__cmp_init(tk__cmp *s, int dtype, double atol, double rtol,
  * (row0, col0) of the compared matrices. */
 void tk__cmp_rows(tk__cmp *s, int64_t row0, int64_t col0, int64_t rows,
                   int64_t cols, const float *actual, const float *expected);
+/* The gap's screened rows (no ULP statistics, finite differences): float
+ * bounds lo(e) <= atol + rtol|e| <= hi(e), and mrf under the running
+ * largest relative difference, for s as it stands; a row's figures under
+ * them; and the rest of the row's comparison from those figures, which
+ * the audit's one-loop first pass gathers itself.  False, changing
+ * nothing, where a difference is not finite: the caller compares the row
+ * the general way (tk__cmp_rows). */
+typedef struct tk__screen {
+    float ahi, rhi, alo, rlo, mrf;
+    bool screen, rel_screen;   /* false: no screen (every element tested) */
+} tk__screen;
+typedef struct tk__screened {
+    uint32_t top;              /* bits of the largest |a - e| */
+    int64_t bad;               /* differences above hi */
+    int32_t maybe;             /* one between lo and hi, or no screen */
+    int32_t rel_candidates;    /* one may beat the largest relative difference */
+} tk__screened;
+void tk__screen_of(const tk__cmp *s, tk__screen *sc);
+/* n elements' figures into g (one pass the compiler vectorizes; counts in
+ * chunks short enough for 32 bits).  An element above hi is also at or
+ * above lo (hi(e) >= lo(e)), so the counts differ where one lies between. */
+static inline void tk__screen_add(const tk__screen *sc, tk__screened *g, int64_t n,
+                                  const float *a, const float *e)
+{
+    for (int64_t k0 = 0; k0 < n; k0 += 1 << 20) {
+        int64_t k1 = n - k0 < (1 << 20) ? n : k0 + (1 << 20);
+        int32_t above = 0, not_below = 0, rel = 0;
+        uint32_t top = 0;
+        for (int64_t c = k0; c < k1; c++) {
+            float d = fabsf(a[c] - e[c]), ae = fabsf(e[c]);
+            uint32_t db = tk__f32_bits(d);
+            top = db > top ? db : top;
+            above += d > sc->ahi + sc->rhi * ae;
+            not_below += d >= sc->alo + sc->rlo * ae;
+            rel |= (ae != 0.0f) & (d > sc->mrf * ae - FLT_MIN);
+        }
+        g->top = top > g->top ? top : g->top;
+        g->bad += above;
+        g->maybe |= above != not_below;
+        g->rel_candidates |= rel;
+    }
+}
+bool tk__cmp_screened_rest(tk__cmp *s, const tk__screened *g, int64_t r, int64_t c0, int64_t n,
+                           const float *a, const float *e);
 /* Fold `later` (a comparison of elements after all of into's, in row-major
  * order) into `into`: the state one pass over both would have left. */
 void tk__cmp_merge(tk__cmp *into, const tk__cmp *later);
