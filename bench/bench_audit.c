@@ -15,7 +15,8 @@
  * 3.1 (3.6 once, in a noisy stretch), 3.3 to 3.7 with the AVX2 path
  * forced: the target met in most runs, not all; since the AVX-512 first
  * pass and the fill of the candidate's output stream whole lines, 2.6 to
- * 2.7 (1.8 to 1.9 against the plain loop).  Against the
+ * 2.7 (1.8 to 1.9 against the plain loop), and since that pass screens
+ * the gap in its one loop, 2.4 to 2.75 (1.65 to 1.9).  Against the
  * plain loop, where the target was first set: the Xeon 2.0 to 2.2 (2.3 to
  * 2.4 forced to AVX2), an AVX-512 AMD EPYC (Zen 4) 2.56 to 2.64, Zen 5 2.6
  * to 3.0, an AVX2 AMD EPYC (Zen 3) 2.64 to 2.90.  What brought it there:
@@ -27,8 +28,9 @@
  * So LIMIT is a guard at 4.5 on the CPU's own path (9 with TK_ISA forcing
  * a lower path, or on a CPU with the portable C alone).
  *
- * On two threads (TK_KERNEL_THREADS 2, the machine's cores) the Xeon reads
- * 1.8 to 2.1 against the faster loop, the Zen 3 1.65 to 1.82 and the Zen 5
+ * On two threads (TK_KERNEL_THREADS 2, the machine's cores) the Xeon read
+ * 1.8 to 2.1 against the faster loop (1.4 to 1.8 since the comparison with
+ * the oracle runs on both threads), the Zen 3 1.65 to 1.82 and the Zen 5
  * 1.9 to 2.7 against the plain one (as much as one thread in runs where the
  * VM's second core gives no speedup).  The AMD machines have not been
  * measured against the streaming loop, so LIMIT_2_THREADS is a guard at

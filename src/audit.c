@@ -866,6 +866,39 @@ TK__ON_AVX512 static inline void tk__screen_step_512(tk__screen_512 *v, __m512 a
         _CMP_GT_OQ);
 }
 
+/* The running state of the AVX-512 loop below. */
+typedef struct {
+    __m512 a;
+    __m512i in_part, out_part, scale;
+    bool sc;
+    tk__screen_512 v;
+} tk__first_512;
+
+/* Sixteen elements from k: o and ref written, the maxima (and the screen)
+ * updated, and the codes of both stored inputs and of the oracle in c. */
+TK__ON_AVX512 static inline void tk__first_step_512(tk__first_512 *st, const float *restrict x,
+                                                    const float *restrict y, float *restrict o,
+                                                    float *restrict ref, int64_t k,
+                                                    __m512i c[3])
+{
+    __m512 vx = _mm512_loadu_ps(x + k), vy = _mm512_loadu_ps(y + k);
+    c[0] = tk__bf16_codes_512(vx);
+    c[1] = tk__bf16_codes_512(vy);
+    __m512 t = _mm512_add_ps(
+        _mm512_mul_ps(st->a, _mm512_castsi512_ps(_mm512_slli_epi32(c[0], 16))),
+        _mm512_castsi512_ps(_mm512_slli_epi32(c[1], 16)));
+    __m512 e = _mm512_add_ps(_mm512_mul_ps(st->a, vx), vy);
+    c[2] = tk__bf16_codes_512(t);
+    __m512 oj = _mm512_castsi512_ps(_mm512_slli_epi32(c[2], 16));
+    _mm512_storeu_ps(o + k, oj);
+    _mm512_storeu_ps(ref + k, e);
+    st->in_part = tk__max_twice_512(st->in_part, _mm512_sub_ps(t, e));
+    st->out_part = tk__max_twice_512(st->out_part, _mm512_sub_ps(oj, t));
+    st->scale = tk__max_twice_512(st->scale, e);
+    if (st->sc)
+        tk__screen_step_512(&st->v, oj, e);
+}
+
 /* The same loop on the AVX-512 path, sixteen lanes a vector; the three
  * planes go out by streaming stores where `stream` (the caller has checked
  * that each starts a half line), as the general path's loops store them.
@@ -879,80 +912,48 @@ TK__ON_AVX512 static bool tk__first_pass_axpy_512(float alpha, const float *rest
                                                   const tk__ahead *ahead, const tk__screen *sc,
                                                   tk__screened *g)
 {
-    const __m512 a = _mm512_set1_ps(alpha);
-    tk__screen_512 v = {0};
+    tk__first_512 st = {.a = _mm512_set1_ps(alpha), .sc = sc != NULL,
+                        .in_part = _mm512_set1_epi32((int32_t)((uint32_t)part[0] << 1)),
+                        .out_part = _mm512_set1_epi32((int32_t)((uint32_t)part[1] << 1)),
+                        .scale = _mm512_set1_epi32((int32_t)((uint32_t)part[2] << 1))};
     if (sc)
-        v = (tk__screen_512){_mm512_set1_ps(sc->ahi), _mm512_set1_ps(sc->rhi),
-                             _mm512_set1_ps(sc->alo), _mm512_set1_ps(sc->rlo),
-                             _mm512_set1_ps(sc->mrf), _mm512_setzero_si512(),
-                             _mm512_setzero_si512(), _mm512_setzero_si512(), 0};
-    __m512i in_part = _mm512_set1_epi32((int32_t)((uint32_t)part[0] << 1)),
-            out_part = _mm512_set1_epi32((int32_t)((uint32_t)part[1] << 1)),
-            scale = _mm512_set1_epi32((int32_t)((uint32_t)part[2] << 1));
+        st.v = (tk__screen_512){_mm512_set1_ps(sc->ahi), _mm512_set1_ps(sc->rhi),
+                                _mm512_set1_ps(sc->alo), _mm512_set1_ps(sc->rlo),
+                                _mm512_set1_ps(sc->mrf), _mm512_setzero_si512(),
+                                _mm512_setzero_si512(), _mm512_setzero_si512(), 0};
     int64_t j = 0;
+    __m512i c[2][3];
     /* Whole lines of each plane by one streaming store each. */
     bool lines = stream && (uintptr_t)sx % 64 == 0 && (uintptr_t)sy % 64 == 0 &&
                  (uintptr_t)d % 64 == 0;
     for (; lines && j + 32 <= n; j += 32) {
         if (j % 64 == 0)
             tk__prefetch_ahead(ahead, 2, j, 4);
-        __m512i cx2[2], cy2[2], co2[2];
-        for (int h = 0; h < 2; h++) {
-            int64_t k = j + 16 * h;
-            __m512 vx = _mm512_loadu_ps(x + k), vy = _mm512_loadu_ps(y + k);
-            __m512i cx = tk__bf16_codes_512(vx), cy = tk__bf16_codes_512(vy);
-            __m512 t = _mm512_add_ps(
-                _mm512_mul_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(cx, 16))),
-                _mm512_castsi512_ps(_mm512_slli_epi32(cy, 16)));
-            __m512 e = _mm512_add_ps(_mm512_mul_ps(a, vx), vy);
-            __m512i co = tk__bf16_codes_512(t);
-            __m512 oj = _mm512_castsi512_ps(_mm512_slli_epi32(co, 16));
-            _mm512_storeu_ps(o + k, oj);
-            _mm512_storeu_ps(ref + k, e);
-            in_part = tk__max_twice_512(in_part, _mm512_sub_ps(t, e));
-            out_part = tk__max_twice_512(out_part, _mm512_sub_ps(oj, t));
-            scale = tk__max_twice_512(scale, e);
-            if (sc)
-                tk__screen_step_512(&v, oj, e);
-            cx2[h] = cx, cy2[h] = cy, co2[h] = co;
-        }
-        tk__bf16_put_line_512(sx + j, cx2[0], cx2[1]);
-        tk__bf16_put_line_512(sy + j, cy2[0], cy2[1]);
-        tk__bf16_put_line_512(d + j, co2[0], co2[1]);
+        tk__first_step_512(&st, x, y, o, ref, j, c[0]);
+        tk__first_step_512(&st, x, y, o, ref, j + 16, c[1]);
+        tk__bf16_put_line_512(sx + j, c[0][0], c[1][0]);
+        tk__bf16_put_line_512(sy + j, c[0][1], c[1][1]);
+        tk__bf16_put_line_512(d + j, c[0][2], c[1][2]);
     }
     for (; j + 16 <= n; j += 16) {
         if (j % 64 == 0)
             tk__prefetch_ahead(ahead, 2, j, 4);
-        __m512 vx = _mm512_loadu_ps(x + j), vy = _mm512_loadu_ps(y + j);
-        __m512i cx = tk__bf16_codes_512(vx), cy = tk__bf16_codes_512(vy);
-        tk__bf16_put_codes_512(sx + j, cx, stream);
-        tk__bf16_put_codes_512(sy + j, cy, stream);
-        __m512 t = _mm512_add_ps(
-            _mm512_mul_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(cx, 16))),
-            _mm512_castsi512_ps(_mm512_slli_epi32(cy, 16)));
-        __m512 e = _mm512_add_ps(_mm512_mul_ps(a, vx), vy);
-        __m512i co = tk__bf16_codes_512(t);
-        __m512 oj = _mm512_castsi512_ps(_mm512_slli_epi32(co, 16));
-        _mm512_storeu_ps(o + j, oj);
-        _mm512_storeu_ps(ref + j, e);
-        in_part = tk__max_twice_512(in_part, _mm512_sub_ps(t, e));
-        out_part = tk__max_twice_512(out_part, _mm512_sub_ps(oj, t));
-        scale = tk__max_twice_512(scale, e);
-        if (sc)
-            tk__screen_step_512(&v, oj, e);
-        tk__bf16_put_codes_512(d + j, co, stream);
+        tk__first_step_512(&st, x, y, o, ref, j, c[0]);
+        tk__bf16_put_codes_512(sx + j, c[0][0], stream);
+        tk__bf16_put_codes_512(sy + j, c[0][1], stream);
+        tk__bf16_put_codes_512(d + j, c[0][2], stream);
     }
-    uint32_t top[3] = {_mm512_reduce_max_epu32(in_part) >> 1,
-                       _mm512_reduce_max_epu32(out_part) >> 1,
-                       _mm512_reduce_max_epu32(scale) >> 1};
+    uint32_t top[3] = {_mm512_reduce_max_epu32(st.in_part) >> 1,
+                       _mm512_reduce_max_epu32(st.out_part) >> 1,
+                       _mm512_reduce_max_epu32(st.scale) >> 1};
     if (!tk__first_pass_tail(alpha, x, y, sx, sy, d, o, ref, j, n, top, part))
         return false;
     if (sc) {
-        int32_t above = _mm512_reduce_add_epi32(v.above),
-                not_below = _mm512_reduce_add_epi32(v.not_below);
-        *g = (tk__screened){_mm512_reduce_max_epu32(v.top), above,
+        int32_t above = _mm512_reduce_add_epi32(st.v.above),
+                not_below = _mm512_reduce_add_epi32(st.v.not_below);
+        *g = (tk__screened){_mm512_reduce_max_epu32(st.v.top), above,
                             !sc->screen || above != not_below,
-                            !sc->rel_screen || v.rel != 0};
+                            !sc->rel_screen || st.v.rel != 0};
         tk__screen_add(sc, g, n - j, o + j, ref + j);   /* the scalar tail's */
     }
     return true;
