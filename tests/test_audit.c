@@ -544,15 +544,19 @@ static int count_measures(void *user, int64_t case_index, const char *step, doub
  * NaN; the last, a NaN.  Large values hold the largest parts of the gap
  * and the largest |reference|: mid-plane, in a block without a NaN (on
  * 17x257, in blocks of three rows, the second's last element, in the
- * loop's scalar tail), or on the streamed shape, beside the last NaN. */
+ * loop's scalar tail; on 9x1031, in a row's last block of 7, all tail),
+ * or on the streamed shape, beside the last NaN.  On blocks of one row the
+ * AVX-512 loop screens the gap too: each pair runs again with a gap
+ * tolerance of 1e31, past which the screen is off. */
 Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeout = 60)
 {
-    static const int64_t shapes[4][2] = {{64, 1024}, {2048, 2048}, {17, 257}, {3, 1000}};
+    static const int64_t shapes[][2] = {{64, 1024}, {2048, 2048}, {17, 257}, {3, 1000},
+                                        {9, 1031}};
     static const uint32_t nans[] = {0x7FC00001, 0xFF812345, 0x7F800000, 0xFF800000,
                                     0x7F7FFFFF},
                           numbers[] = {0x00012345, 0x80000001, 0x80000000, 0x00000000,
                                        0x3F808000, 0x3F818000, 0xBF808000, 0x477FF000};
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 5; s++) {
         int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
         int64_t block = cols >= 1024 ? 1024 : 1024 / cols * cols;
         float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
@@ -563,7 +567,7 @@ Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeou
             x[i * 37] = tkt_float(nans[i]);
         for (int i = 0; i < 8; i++)
             y[block + i * 41] = tkt_float(numbers[i]);
-        int64_t mid = s == 2 ? 2 * block - 1 : n / 2;
+        int64_t mid = s == 2 ? 2 * block - 1 : s == 4 ? 4 * cols + 1027 : n / 2;
         x[mid] = 1.7777e28f;
         y[mid] = 1e30f;
         y[n - 2] = tkt_float(0x7FC00002);
@@ -578,12 +582,14 @@ Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeou
         tk_kernel *k[2];
         cr_assert_eq(tk_kernel_axpy(&k[0], alpha), TK_OK);
         cr_assert_eq(tk_kernel_custom(&k[1], 2, axpy_as_custom, &alpha), TK_OK);
-        static char text[2][1 << 16];
-        double m[2][TK_AUDIT_GAP_MISMATCHES - TK_AUDIT_IMPL_MAX_ABS + 1];
-        for (int i = 0; i < 2; i++) {
+        static char text[4][1 << 16];
+        double m[4][TK_AUDIT_GAP_MISMATCHES - TK_AUDIT_IMPL_MAX_ABS + 1];
+        for (int i = 0; i < 4; i++) {   /* built-in, custom; again at 1e31 */
             struct checked_ctx cx = {k[0], {x, y}, 0};
             tk_audit *a;
-            cr_assert_eq(tk_audit_create(&a, k[i]), TK_OK);
+            cr_assert_eq(tk_audit_create(&a, k[i % 2]), TK_OK);
+            if (i >= 2)
+                cr_assert_eq(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, 1e31, 0.0), TK_OK);
             int measures = 0;
             cr_assert_eq(tk_audit_set_candidate(a, checked_host, &cx), TK_OK);
             cr_assert_eq(tk_audit_set_progress(a, count_measures, &measures), TK_OK);
@@ -599,16 +605,19 @@ Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeou
             tk_audit_destroy(a);
         }
         expect_bits_eq(m[0][TK_AUDIT_SCALE - TK_AUDIT_IMPL_MAX_ABS], largest, "scale");
-        for (int j = TK_AUDIT_IMPL_MAX_ABS; j <= TK_AUDIT_GAP_MISMATCHES; j++) {
-            char what[64];
-            snprintf(what, sizeof what, "%lldx%lld metric %d", (long long)rows,
-                     (long long)cols, j);
-            expect_bits_eq(m[0][j - TK_AUDIT_IMPL_MAX_ABS], m[1][j - TK_AUDIT_IMPL_MAX_ABS],
-                           what);
+        for (int i = 0; i < 4; i += 2) {
+            for (int j = TK_AUDIT_IMPL_MAX_ABS; j <= TK_AUDIT_GAP_MISMATCHES; j++) {
+                char what[64];
+                snprintf(what, sizeof what, "%lldx%lld%s metric %d", (long long)rows,
+                         (long long)cols, i ? " at 1e31" : "", j);
+                expect_bits_eq(m[i][j - TK_AUDIT_IMPL_MAX_ABS],
+                               m[i + 1][j - TK_AUDIT_IMPL_MAX_ABS], what);
+            }
+            const char *cases[2] = {strstr(text[i], "\"cases\""),
+                                    strstr(text[i + 1], "\"cases\"")};
+            cr_assert(cases[0] && cases[1]);
+            cr_assert_str_eq(cases[0], cases[1]);
         }
-        const char *cases[2] = {strstr(text[0], "\"cases\""), strstr(text[1], "\"cases\"")};
-        cr_assert(cases[0] && cases[1]);
-        cr_assert_str_eq(cases[0], cases[1]);
         tk_kernel_destroy(k[0]);
         tk_kernel_destroy(k[1]);
         free(x);
