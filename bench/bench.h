@@ -63,13 +63,15 @@ static inline void bench_flush(const void *p, size_t bytes)
 #endif
 }
 
-/* bench_interleaved with every buffer in bufs flushed from the caches
- * before each call (untimed), so that each call reads and writes memory:
- * a last-level cache that holds a 64 MiB operand (a Xeon's 260 MiB)
- * otherwise favours whichever call finds its source left there by the one
- * before it. */
-static inline void bench_interleaved_cold(bench_fn *fns, void **ctx, int n_fns, int reps,
-                                          double *med, const bench_buf *bufs, int n_bufs)
+/* Time `n_fns` functions interleaved (fn0, fn1, ..., fn0, fn1, ...) for
+ * `reps` rounds after one warm-up each, with every buffer in bufs flushed
+ * from the caches before each call (untimed): returns the times, s[f * reps
+ * + r] that of fns[f] in round r (the caller frees s).  The flush makes
+ * each call read and write memory: a last-level cache that holds a 64 MiB
+ * operand (a Xeon's 260 MiB) otherwise favours whichever call finds its
+ * source left there by the one before it. */
+static inline double *bench_rounds(bench_fn *fns, void **ctx, int n_fns, int reps,
+                                   const bench_buf *bufs, int n_bufs)
 {
     double *s = calloc((size_t)(n_fns * reps), sizeof *s);
     if (!s) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
@@ -83,8 +85,43 @@ static inline void bench_interleaved_cold(bench_fn *fns, void **ctx, int n_fns, 
             fns[f](ctx[f]);
             s[f * reps + r] = bench_now() - t0;
         }
-    for (int f = 0; f < n_fns; f++)
-        med[f] = bench_median(s + f * reps, reps);
+    return s;
+}
+
+/* Each function's median time from bench_rounds' s, into med[]. */
+static inline void bench_medians(const double *s, int n_fns, int reps, double *med)
+{
+    double *x = malloc((size_t)reps * sizeof *x);
+    if (!x) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
+    for (int f = 0; f < n_fns; f++) {
+        memcpy(x, s + f * reps, (size_t)reps * sizeof *x);
+        med[f] = bench_median(x, reps);
+    }
+    free(x);
+}
+
+/* The median over rounds of fns[f]'s time over fns[base]'s in the same
+ * round.  A VM whose memory slows and recovers during a bench slows both
+ * sides of a round alike, where the median of each side alone may fall in
+ * a different state: two identical runs of 4095x4093 f32 read 1.04 and
+ * 1.09 the fused loop in one `make bench` that way. */
+static inline double bench_round_ratio(const double *s, int reps, int f, int base)
+{
+    double *x = malloc((size_t)reps * sizeof *x);
+    if (!x) { fprintf(stderr, "bench: out of memory\n"); exit(1); }
+    for (int r = 0; r < reps; r++)
+        x[r] = s[f * reps + r] / s[base * reps + r];
+    double m = bench_median(x, reps);
+    free(x);
+    return m;
+}
+
+/* bench_rounds' medians, with the buffers flushed before each call. */
+static inline void bench_interleaved_cold(bench_fn *fns, void **ctx, int n_fns, int reps,
+                                          double *med, const bench_buf *bufs, int n_bufs)
+{
+    double *s = bench_rounds(fns, ctx, n_fns, reps, bufs, n_bufs);
+    bench_medians(s, n_fns, reps, med);
     free(s);
 }
 

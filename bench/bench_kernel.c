@@ -2,8 +2,9 @@
  * logical output out), and tk_pipeline_run with hazard detection on,
  * against the fused loop a user would write (-O3 -march=native, native.c):
  * the faster of the plain loop and one that writes by streaming stores,
- * timed in the same rounds.  Prints `name: ratio` (median / fused median,
- * 41 interleaved runs), each run's bandwidth as a share of a 64 MiB copy
+ * timed in the same rounds.  Prints `name: ratio` (the median over 41
+ * interleaved rounds of each round's time over the fused loop's in that
+ * round: bench_round_ratio), each run's bandwidth as a share of a 64 MiB copy
  * timed in the same rounds, the faster of memcpy and a streaming copy
  * (`name_of_memcpy: 0.NN`: the physical limit, comparable across machines)
  * and, beside pad and shift-inwards, the bytes each run allocates.  The
@@ -325,7 +326,8 @@ int main(void)
                 fns[RUNS + F] = run_piped;
                 ctx[RUNS + F] = &pw;
                 double med[RUNS + F + 1];
-                bench_interleaved(fns, ctx, RUNS + F + 1, REPS, med);
+                double *rounds = bench_rounds(fns, ctx, RUNS + F + 1, REPS, NULL, 0);
+                bench_medians(rounds, RUNS + F + 1, REPS, med);
                 char tag[64];
                 snprintf(tag, sizeof tag, "%s_%lldx%lld_b%lldx%lld", dn, (long long)rows,
                          (long long)cols, (long long)br, (long long)bc);
@@ -334,10 +336,11 @@ int main(void)
                 double copy = bench_faster_copy(copy_name, med[0], med[1]);
                 /* The baseline: the faster of the plain and the streaming loop. */
                 printf("kernel_fused_streaming_vs_plain_%s: %.2f\n", tag, med[3] / med[2]);
-                double fused = med[3] < med[2] ? med[3] : med[2];
+                int base = med[3] < med[2] ? 3 : 2;
+                double fused = med[base];
                 print_of_memcpy("fused", tag, moved, fused, copy);
                 for (int i = 0; i < RUNS; i++) {
-                    double ratio = med[i + F] / fused;
+                    double ratio = bench_round_ratio(rounds, REPS, i + F, base);
                     printf("kernel_%s_%s: %.2f\n", names[i], tag, ratio);
                     print_of_memcpy(names[i], tag, moved, med[i + F], copy);
                     over += over_limit(names[i], tag, ratio, limits[i]);
@@ -347,9 +350,11 @@ int main(void)
                     tk_kernel_destroy(w[i].k);
                     tk_tiling_destroy(w[i].t);
                 }
-                printf("kernel_pipeline_%s: %.2f\n", tag, med[RUNS + F] / fused);
+                double pipe = bench_round_ratio(rounds, REPS, RUNS + F, base);
+                free(rounds);
+                printf("kernel_pipeline_%s: %.2f\n", tag, pipe);
                 print_of_memcpy("pipeline", tag, moved, med[RUNS + F], copy);
-                over += over_limit("pipeline", tag, med[RUNS + F] / fused, pipe_limit);
+                over += over_limit("pipeline", tag, pipe, pipe_limit);
                 tk_pipeline_destroy(pw.p);
                 tk_kernel_destroy(pk);
                 tk_tiling_destroy(pt);
@@ -372,17 +377,18 @@ int main(void)
                 check(tk_kernel_set(no_undo.k, TK_KERNEL_UNDO, 0));
                 bench_fn fns[3] = {run_wrapped, run_wrapped, run_wrapped};
                 void *ctx[3] = {&builtin, &custom, &no_undo};
-                double med[3];
-                bench_interleaved(fns, ctx, 3, REPS, med);
+                double *rounds = bench_rounds(fns, ctx, 3, REPS, NULL, 0);
+                double with = bench_round_ratio(rounds, REPS, 1, 0),
+                       without = bench_round_ratio(rounds, REPS, 2, 0);
+                free(rounds);
                 char tag[32];
                 snprintf(tag, sizeof tag, "%s_%lldx%lld", dn, (long long)rows, (long long)cols);
-                printf("kernel_custom_vs_builtin_elementwise_%s: %.2f\n", tag, med[1] / med[0]);
+                printf("kernel_custom_vs_builtin_elementwise_%s: %.2f\n", tag, with);
                 printf("kernel_custom_elementwise_%s_undo_bytes: %lld\n", tag,
                        (long long)(rows * cols * tk_dtype_size(dtype)));
-                printf("kernel_custom_no_undo_vs_builtin_elementwise_%s: %.2f\n", tag,
-                       med[2] / med[0]);
-                over += over_limit("custom_no_undo_vs_builtin_elementwise", tag,
-                                   med[2] / med[0], d ? 3.0 : 1.5);
+                printf("kernel_custom_no_undo_vs_builtin_elementwise_%s: %.2f\n", tag, without);
+                over += over_limit("custom_no_undo_vs_builtin_elementwise", tag, without,
+                                   d ? 3.0 : 1.5);
                 tk_kernel_destroy(builtin.k);
                 tk_kernel_destroy(custom.k);
                 tk_kernel_destroy(no_undo.k);
