@@ -1215,6 +1215,55 @@ Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
     }
 }
 
+/* A custom blockwise body on outputs of 8 MiB or more streams its staged
+ * tiles' results out (bfloat16 tiles, and f32 edge tiles): the built-in's
+ * bits, with 8x128 and 256x512 blocks and edges both ways, and a failure
+ * in the middle leaving the output as it was. */
+Test(kernel, large_staged_tiles_give_the_built_in_bits, .timeout = 60)
+{
+    const struct {
+        int dtype;
+        int64_t rows, cols;
+    } shapes[] = {{TK_DTYPE_BF16, 2049, 2100}, {TK_DTYPE_F32, 1030, 2100}};
+    const int64_t blocks[2][2] = {{8, 128}, {256, 512}};
+    for (int s = 0; s < 2; s++)
+        for (int b = 0; b < 2; b++) {
+            int dtype = shapes[s].dtype;
+            int64_t rows = shapes[s].rows, cols = shapes[s].cols;
+            int64_t br = blocks[b][0], bc = blocks[b][1];
+            tk_matrix *x = make(dtype, rows, cols, cols, 51), *y = make(dtype, rows, cols, cols,
+                                                                       52);
+            tk_matrix *out = make(dtype, rows, cols, cols, 53), *ref = make(dtype, rows, cols,
+                                                                            cols, 54);
+            const tk_matrix *in[] = {x, y};
+            tk_tiling *t;
+            tkt_expect_status(tk_tiling_create(&t, rows, cols, br, bc), TK_OK);
+            tk_kernel *builtin, *custom;
+            struct body_ctx ctx = {0.7f, br, bc, 0, -1};
+            tkt_expect_status(tk_kernel_axpy(&builtin, 0.7f), TK_OK);
+            tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
+            tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+            tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
+            void *before = snapshot(out);
+            ctx.fail_at = (long)((rows / br) * (cols / bc) / 2);
+            tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_ECALLBACK);
+            expect_unchanged(out, before, "a failed run of large staged tiles");
+            ctx.fail_at = -1;
+            tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_OK);
+            cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(ref), storage_bytes(out)),
+                      "%s %lldx%lld blocks: the custom body's run differs from the built-in's",
+                      tk_dtype_name(dtype), (long long)br, (long long)bc);
+            free(before);
+            tk_kernel_destroy(builtin);
+            tk_kernel_destroy(custom);
+            tk_tiling_destroy(t);
+            tk_matrix_destroy(x);
+            tk_matrix_destroy(y);
+            tk_matrix_destroy(out);
+            tk_matrix_destroy(ref);
+        }
+}
+
 /* out = 1.5 x0 + x1 - 0.25 x2 + ... over the first n of in, in f32. */
 static int weighted_cb(void *user, int64_t rows, int64_t cols, int64_t ld,
                        const float *const *in, float *out)
