@@ -1373,10 +1373,10 @@ static bool tk__differs(const tk_audit *a, const void *x, const void *y, size_t 
 {
     int64_t n = tk__kernel_threads(a->k), most = (int64_t)(bytes / TK__DIFFER_MIN);
     n = n < most ? n : most;
+    n = n < 1 ? 1 : n;
     tk__cmp_part one, *part = n > 1 ? calloc((size_t)n, sizeof *part) : &one;
     if (!part)
         part = &one, n = 1;
-    n = n < 1 ? 1 : n;
     for (int64_t i = 0; i < n; i++) {
         size_t b0 = bytes * (size_t)i / (size_t)n, b1 = bytes * (size_t)(i + 1) / (size_t)n;
         part[i] = (tk__cmp_part){(const char *)x + b0, (const char *)y + b0, b1 - b0, false};

@@ -523,10 +523,9 @@ static bool tk__same_overflow(const float *cand, const float *sim, const float *
                               const double *s, int64_t count)
 {
     for (int64_t e = 0; e < count; e++) {
-        if (tk__overflowed(cand, want, s, e) != tk__overflowed(sim, want, s, e))
-            return false;
-        if (tk__overflowed(cand, want, s, e) && !(isnan(cand[e]) ? isnan(sim[e])
-                                                                  : cand[e] == sim[e]))
+        bool over = tk__overflowed(cand, want, s, e);
+        if (over != tk__overflowed(sim, want, s, e) ||
+            (over && !(isnan(cand[e]) ? isnan(sim[e]) : cand[e] == sim[e])))
             return false;
     }
     return true;
@@ -610,9 +609,10 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
      * and bfloat16 (its range) overflow alike, and nothing is named. */
     int64_t over = 0, finite = 0;
     for (int64_t e = 0; e < count; e++) {
-        if (tk__overflowed(cand, want, s, e) && !(A[e] <= FLT_MAX / 2))
+        bool o = tk__overflowed(cand, want, s, e);
+        if (o && !(A[e] <= FLT_MAX / 2))
             return TK_SCHEDULE_UNKNOWN;
-        over += tk__overflowed(cand, want, s, e);
+        over += o;
         finite += isfinite(cand[e]) && isfinite(want[e]) && isfinite(s[e]);
     }
     if (over && finite < TK__HELD_MIN)   /* as few as tk__held_in takes for telling */

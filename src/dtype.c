@@ -282,7 +282,7 @@ TK__ON_AVX512 static void tk__bf16_from_512(uint16_t *restrict d, const float *r
                             _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
     }
     for (; i < n; i++)
-        d[i] = (uint16_t)(tk__bf16_round(tk__f32_bits(s[i])) >> 16);
+        d[i] = tk__bf16_from(s[i]);
 }
 
 /* Eight lanes' codes, as above. */
@@ -307,7 +307,7 @@ TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *res
                             _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8));
     }
     for (; i < n; i++)
-        d[i] = (uint16_t)(tk__bf16_round(tk__f32_bits(s[i])) >> 16);
+        d[i] = tk__bf16_from(s[i]);
 }
 
 /* f32 -> float8_e4m3fn on the AVX-512 path: tk__e4m3_from's integer and

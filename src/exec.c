@@ -468,10 +468,11 @@ static int tk__run_flat(const tk__exec *e)
     for (int64_t at = 0; at < n; at += run) {
         int64_t w = run < n - at ? run : n - at;
         const float *in[TK_KERNEL_MAX_INPUTS];
-        for (int i = 0; i < e->n; i++)
+        for (int i = 0; i < e->n; i++) {
             in[i] = e->direct ? tk__in_at(e, i, 0, at) : e->scratch + i * e->area;
-        for (int i = 0; i < e->n && !e->direct; i++)
-            tk__row_to_f32(e->dtype, tk__in_at(e, i, 0, at), e->scratch + i * e->area, w);
+            if (!e->direct)
+                tk__row_to_f32(e->dtype, tk__in_at(e, i, 0, at), (float *)in[i], w);
+        }
         int rc = tk__call(e, (tk__rect){at / e->cols, at % e->cols, 1, w}, 1, w, w, in, res);
         if (rc) {
             tk__restore(e, at / e->cols, at / e->cols + 1, at % e->cols);

@@ -1175,6 +1175,45 @@ Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start, .timeout = 60)
         }
 }
 
+/* The axpy as a custom body (blockwise: on br x bc blocks) against the
+ * built-in on rows x cols matrices of dtype: a failure at call fail_at
+ * leaves the output as it was, and a complete run gives the built-in's
+ * bits. */
+static void expect_custom_as_built_in(int dtype, int64_t rows, int64_t cols, int64_t br,
+                                      int64_t bc, bool blockwise, long fail_at)
+{
+    tk_matrix *x = make(dtype, rows, cols, cols, 41), *y = make(dtype, rows, cols, cols, 42);
+    tk_matrix *out = make(dtype, rows, cols, cols, 43), *ref = make(dtype, rows, cols, cols, 44);
+    const tk_matrix *in[] = {x, y};
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, rows, cols, br, bc), TK_OK);
+    tk_kernel *builtin, *custom;
+    struct body_ctx ctx = {0.7f, blockwise ? br : 0, blockwise ? bc : 0, 0, fail_at};
+    tkt_expect_status(tk_kernel_axpy(&builtin, 0.7f), TK_OK);
+    tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
+    if (blockwise)
+        tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
+    void *before = snapshot(out);
+    char what[96];
+    snprintf(what, sizeof what, "%s %lldx%lld%s", tk_dtype_name(dtype), (long long)br,
+             (long long)bc, blockwise ? " blockwise" : "");
+    tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_ECALLBACK);
+    expect_unchanged(out, before, what);
+    ctx.fail_at = -1;
+    tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_OK);
+    cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(ref), storage_bytes(out)),
+              "%s: the custom body's run differs from the built-in's", what);
+    free(before);
+    tk_kernel_destroy(builtin);
+    tk_kernel_destroy(custom);
+    tk_tiling_destroy(t);
+    tk_matrix_destroy(x);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(ref);
+}
+
 /* float16 and both fp8 formats through the same runs (an output of 8 MiB
  * or more, staged): a custom body gives the built-in axpy's bits, with its
  * undo copy after a failure in the middle leaving the output as it was. */
@@ -1183,35 +1222,8 @@ Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
     const int dtypes[3] = {TK_DTYPE_F16, TK_DTYPE_F8E4M3FN, TK_DTYPE_F8E5M2};
     for (int d = 0; d < 3; d++) {
         int64_t cols = 2049, rows = (((int64_t)8 << 20) / tk_dtype_size(dtypes[d])) / cols + 1;
-        tk_matrix *x = make(dtypes[d], rows, cols, cols, 41), *y = make(dtypes[d], rows, cols,
-                                                                        cols, 42);
-        tk_matrix *out = make(dtypes[d], rows, cols, cols, 43);
-        tk_matrix *ref = make(dtypes[d], rows, cols, cols, 44);
-        const tk_matrix *in[] = {x, y};
-        tk_tiling *t;
-        tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
-        tk_kernel *builtin, *custom;
-        struct body_ctx ctx = {0.7f, 0, 0, 0, -1};
-        tkt_expect_status(tk_kernel_axpy(&builtin, 0.7f), TK_OK);
-        tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
-        tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
-        void *before = snapshot(out);
-        ctx.fail_at = (long)(rows * cols / 512 / 2);
-        tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_ECALLBACK);
-        expect_unchanged(out, before, tk_dtype_name(dtypes[d]));
-        ctx.fail_at = -1;
-        tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_OK);
-        cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(ref), storage_bytes(out)),
-                  "%s: the custom body's run differs from the built-in's",
-                  tk_dtype_name(dtypes[d]));
-        free(before);
-        tk_kernel_destroy(builtin);
-        tk_kernel_destroy(custom);
-        tk_tiling_destroy(t);
-        tk_matrix_destroy(x);
-        tk_matrix_destroy(y);
-        tk_matrix_destroy(out);
-        tk_matrix_destroy(ref);
+        expect_custom_as_built_in(dtypes[d], rows, cols, 8, 128, false,
+                                  (long)(rows * cols / 512 / 2));
     }
 }
 
@@ -1228,39 +1240,10 @@ Test(kernel, large_staged_tiles_give_the_built_in_bits, .timeout = 60)
     const int64_t blocks[2][2] = {{8, 128}, {256, 512}};
     for (int s = 0; s < 2; s++)
         for (int b = 0; b < 2; b++) {
-            int dtype = shapes[s].dtype;
             int64_t rows = shapes[s].rows, cols = shapes[s].cols;
             int64_t br = blocks[b][0], bc = blocks[b][1];
-            tk_matrix *x = make(dtype, rows, cols, cols, 51), *y = make(dtype, rows, cols, cols,
-                                                                       52);
-            tk_matrix *out = make(dtype, rows, cols, cols, 53), *ref = make(dtype, rows, cols,
-                                                                            cols, 54);
-            const tk_matrix *in[] = {x, y};
-            tk_tiling *t;
-            tkt_expect_status(tk_tiling_create(&t, rows, cols, br, bc), TK_OK);
-            tk_kernel *builtin, *custom;
-            struct body_ctx ctx = {0.7f, br, bc, 0, -1};
-            tkt_expect_status(tk_kernel_axpy(&builtin, 0.7f), TK_OK);
-            tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
-            tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
-            tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
-            void *before = snapshot(out);
-            ctx.fail_at = (long)((rows / br) * (cols / bc) / 2);
-            tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_ECALLBACK);
-            expect_unchanged(out, before, "a failed run of large staged tiles");
-            ctx.fail_at = -1;
-            tkt_expect_status(tk_kernel_run(custom, t, in, out), TK_OK);
-            cr_assert(!memcmp(tk_matrix_data(out), tk_matrix_data(ref), storage_bytes(out)),
-                      "%s %lldx%lld blocks: the custom body's run differs from the built-in's",
-                      tk_dtype_name(dtype), (long long)br, (long long)bc);
-            free(before);
-            tk_kernel_destroy(builtin);
-            tk_kernel_destroy(custom);
-            tk_tiling_destroy(t);
-            tk_matrix_destroy(x);
-            tk_matrix_destroy(y);
-            tk_matrix_destroy(out);
-            tk_matrix_destroy(ref);
+            expect_custom_as_built_in(shapes[s].dtype, rows, cols, br, bc, true,
+                                      (long)((rows / br) * (cols / bc) / 2));
         }
 }
 
