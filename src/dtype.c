@@ -124,10 +124,57 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
         d[i] = tk__e5m2_to(s[i]);
 }
 
+/* How far ahead of its reads a bulk conversion fetches its source, in
+ * bytes (tk__bulk). */
+#define TK__BULK_AHEAD 4096
+
 /* ---- F16C on the x86 paths (every AVX2 CPU has it) ---------------------- */
 
 #if TK__ISA_X86
 #include <immintrin.h>
+
+/* The x86 loops below store through these.  `nt` (tk__bulk's direct runs):
+ * by streaming stores, to a destination aligned to the store's width, and
+ * each step first fetches the source it will read TK__BULK_AHEAD bytes on
+ * (tk__ahead), so that the fetches are spread over the run as the stores
+ * are.  Otherwise ordinary stores, anywhere, and no fetches. */
+static inline void tk__ahead(const void *s, size_t bytes, bool nt)
+{
+    for (size_t b = 0; nt && b < bytes; b += 64)
+        __builtin_prefetch((const char *)s + TK__BULK_AHEAD + b);
+}
+
+TK__ON_AVX2 static inline void tk__put_64(void *d, __m128i v, bool nt)
+{
+    if (nt)
+        _mm_stream_si64((long long *)d, _mm_cvtsi128_si64(v));
+    else
+        _mm_storel_epi64((__m128i *)d, v);
+}
+
+TK__ON_AVX2 static inline void tk__put_128(void *d, __m128i v, bool nt)
+{
+    if (nt)
+        _mm_stream_si128((__m128i *)d, v);
+    else
+        _mm_storeu_si128((__m128i *)d, v);
+}
+
+TK__ON_AVX2 static inline void tk__put_256(void *d, __m256i v, bool nt)
+{
+    if (nt)
+        _mm256_stream_si256((__m256i *)d, v);
+    else
+        _mm256_storeu_si256((__m256i *)d, v);
+}
+
+TK__ON_AVX512 static inline void tk__put_512(void *d, __m512i v, bool nt)
+{
+    if (nt)
+        _mm512_stream_si512(d, v);
+    else
+        _mm512_storeu_si512(d, v);
+}
 
 /* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
  * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
@@ -135,72 +182,113 @@ TK_DISPATCH(tk__e5m2_to_loop, (float *restrict d, const uint8_t *restrict s, siz
  * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
  * times a memcpy of the source on an AVX2 AMD EPYC.) */
 TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *restrict s,
-                                          size_t n)
+                                          size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        tk__ahead(s + i, 32, nt);
         __m256 v = _mm256_loadu_ps(s + i);
         __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        if (_mm256_testz_ps(nan, nan))
-            _mm_storeu_si128((__m128i *)(void *)(d + i),
-                             _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        else
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = tk__f16_from(s[j]);
+        __m128i h;
+        if (_mm256_testz_ps(nan, nan)) {
+            h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+        } else {
+            uint16_t t[8];
+            for (int j = 0; j < 8; j++)
+                t[j] = tk__f16_from(s[i + j]);
+            memcpy(&h, t, sizeof h);
+        }
+        tk__put_128(d + i, h, nt);
     }
     for (; i < n; i++)
         d[i] = tk__f16_from(s[i]);
 }
 
-/* f32 -> float8_e5m2 on the AVX2 and AVX-512 paths, once rounded: an e5m2
- * is the top byte of an f16, so vcvtps2ph truncating (toward zero) gives
- * the f16 t at or below |x| and whether bits were lost (t widened back
- * differs from x); the top byte of t then rounds to nearest even on t's
- * low byte with those lost bits as the sticky bit.  Past the largest f16
- * t is 0x7BFF, which rounds up to Inf as e5m2 overflows.  Eight floats
- * with a NaN among them take tk__e5m2_from. */
-TK__ON_AVX2 static void tk__e5m2_from_f16c(uint8_t *restrict d, const float *restrict s,
-                                           size_t n)
+/* f32 -> float8 on the AVX2 path: tk__narrow's steps to eb exponent and mb
+ * mantissa bits on eight lanes, thirty-two floats a step, picked by blend;
+ * then codes past maxc become `over` and NaNs `nan`, the sign put back.
+ * Every lane compared is a magnitude or a code under 2^31, so the signed
+ * compares serve.  (On an AVX2 AMD EPYC, Zen 3, e4m3fn's compiled rule ran
+ * at 1.44 times a memcpy of the source; e5m2 by F16C, converting toward
+ * zero and rounding the top byte with the lost bits as sticky, at 1.28 to
+ * 1.81 times a streaming copy of the source, where this loop reads 0.87
+ * to 1.19 with the AMD tuning's streaming.) */
+TK__ON_AVX2 static inline void tk__fp8_from_avx2(uint8_t *restrict d, const float *restrict s,
+                                                 size_t n, bool nt, int eb, int mb, int maxc,
+                                                 int over, int nan)
 {
-    const __m128i low = _mm_set1_epi16(0xFF), half = _mm_set1_epi16(0x80),
-                  one = _mm_set1_epi16(1);
+    const int bias = (1 << (eb - 1)) - 1, shift = 23 - mb;
+    const __m256i magic = _mm256_set1_epi32((151 - bias - mb) << 23),
+                  abs = _mm256_set1_epi32(0x7FFFFFFF), sign = _mm256_set1_epi32(0x80),
+                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(s + i);
-        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        if (!_mm256_testz_ps(nan, nan)) {
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = tk__e5m2_from(s[j]);
-            continue;
+    for (; i + 32 <= n; i += 32) {
+        tk__ahead(s + i, 128, nt);
+        __m256i r[4];
+        for (int k = 0; k < 4; k++) {
+            __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 8 * k));
+            __m256i a = _mm256_and_si256(u, abs);
+            __m256i t = _mm256_sub_epi32(a, _mm256_set1_epi32((127 - bias) << 23));
+            __m256i normal = _mm256_srli_epi32(
+                _mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32((1 << (shift - 1)) - 1)),
+                                 _mm256_and_si256(_mm256_srli_epi32(t, shift),
+                                                  _mm256_set1_epi32(1))),
+                shift);
+            __m256i sub = _mm256_sub_epi32(
+                _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a),
+                                                  _mm256_castsi256_ps(magic))),
+                magic);
+            __m256i v = _mm256_blendv_epi8(
+                sub, normal, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(((128 - bias) << 23) - 1)));
+            __m256i past = _mm256_cmpgt_epi32(v, _mm256_set1_epi32(maxc)),
+                    nans = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
+            if (over == nan) {   /* e4m3fn: one pick */
+                v = _mm256_blendv_epi8(v, _mm256_set1_epi32(nan), _mm256_or_si256(past, nans));
+            } else {
+                v = _mm256_blendv_epi8(v, _mm256_set1_epi32(over), past);
+                v = _mm256_blendv_epi8(v, _mm256_set1_epi32(nan), nans);
+            }
+            r[k] = _mm256_or_si256(v, _mm256_and_si256(_mm256_srli_epi32(u, 24), sign));
         }
-        __m128i t = _mm256_cvtps_ph(v, _MM_FROUND_TO_ZERO);
-        __m256 lost = _mm256_cmp_ps(_mm256_cvtph_ps(t), v, _CMP_NEQ_OQ);
-        /* The lost-bits mask, one 16-bit lane per float. */
-        __m128i sticky = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(lost)),
-                                         _mm256_extractf128_si256(_mm256_castps_si256(lost),
-                                                                  1));
-        __m128i l = _mm_and_si128(t, low), keep = _mm_srli_epi16(t, 8);
-        __m128i odd = _mm_cmpeq_epi16(_mm_and_si128(keep, one), one);
-        __m128i tie = _mm_and_si128(_mm_cmpeq_epi16(l, half), _mm_or_si128(sticky, odd));
-        __m128i up = _mm_or_si128(_mm_cmpgt_epi16(l, half), tie);   /* -1 to round up */
-        __m128i r = _mm_sub_epi16(keep, up);
-        _mm_storel_epi64((__m128i *)(void *)(d + i), _mm_packus_epi16(r, r));
+        /* The packs work within 128-bit halves: dword j of the bytes holds
+         * four codes of vector j % 4, its low half for j < 4. */
+        __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]),
+                                        _mm256_packs_epi32(r[2], r[3]));
+        tk__put_256(d + i, _mm256_permutevar8x32_epi32(b, order), nt);
     }
     for (; i < n; i++)
-        d[i] = tk__e5m2_from(s[i]);
+        d[i] = eb == 4 ? tk__e4m3_from(s[i]) : tk__e5m2_from(s[i]);
 }
 
-/* The same rounding on the AVX-512 path, sixteen floats at a time in
- * 32-bit lanes, with NaNs set by mask (sign | 0x7E) instead of the scalar
- * rule: the eight-float loop ran at 1.15 to 1.2 times a memcpy of the
- * source on an AVX-512 AMD EPYC (Zen 5), bound by its shuffles. */
+TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *restrict s,
+                                           size_t n, bool nt)
+{
+    tk__fp8_from_avx2(d, s, n, nt, 4, 3, 0x7E, 0x7F, 0x7F);
+}
+
+TK__ON_AVX2 static void tk__e5m2_from_avx2(uint8_t *restrict d, const float *restrict s,
+                                           size_t n, bool nt)
+{
+    tk__fp8_from_avx2(d, s, n, nt, 5, 2, 0x7C, 0x7C, 0x7E);
+}
+
+/* f32 -> float8_e5m2 on the AVX-512 path, once rounded, sixteen floats at
+ * a time: an e5m2 is the top byte of an f16, so vcvtps2ph truncating
+ * (toward zero) gives the f16 t at or below |x| and whether bits were lost
+ * (t widened back differs from x); the top byte of t then rounds to nearest
+ * even on t's low byte with those lost bits as the sticky bit.  Past the
+ * largest f16 t is 0x7BFF, which rounds up to Inf as e5m2 overflows; NaNs
+ * are set by mask (sign | 0x7E).  An eight-float loop so ran at 1.15 to
+ * 1.2 times a memcpy of the source on an AVX-512 AMD EPYC (Zen 5), bound
+ * by its shuffles. */
 TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *restrict s,
-                                            size_t n)
+                                            size_t n, bool nt)
 {
     const __m512i low = _mm512_set1_epi32(0xFF), half = _mm512_set1_epi32(0x80),
                   one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x7E);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 64, nt);
         __m512 v = _mm512_loadu_ps(s + i);
         __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -213,53 +301,9 @@ TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *re
         __m512i r = _mm512_mask_add_epi32(keep, up, keep, one);
         __m512i sign = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), half);
         r = _mm512_mask_or_epi32(r, nan, sign, quiet);
-        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm512_cvtepi32_epi8(r));
+        tk__put_128(d + i, _mm512_cvtepi32_epi8(r), nt);
     }
-    tk__e5m2_from_f16c(d + i, s + i, n - i);
-}
-
-/* f32 -> float8_e4m3fn on the AVX2 path: tk__e4m3_from's steps on eight
- * lanes, thirty-two floats a step, picked by blend.  Every lane compared
- * is a magnitude or a code under 2^31, so the signed compares serve (the
- * compiled rule ran at 1.44 times a memcpy of the source on an AVX2 AMD
- * EPYC, Zen 3). */
-TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *restrict s,
-                                           size_t n)
-{
-    const __m256i magic = _mm256_set1_epi32(141 << 23), abs = _mm256_set1_epi32(0x7FFFFFFF),
-                  nan = _mm256_set1_epi32(0x7F), sign = _mm256_set1_epi32(0x80),
-                  order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256i r[4];
-        for (int k = 0; k < 4; k++) {
-            __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(s + i + 8 * k));
-            __m256i a = _mm256_and_si256(u, abs);
-            __m256i t = _mm256_sub_epi32(a, _mm256_set1_epi32(120 << 23));
-            __m256i normal = _mm256_srli_epi32(
-                _mm256_add_epi32(_mm256_add_epi32(t, _mm256_set1_epi32(0x7FFFF)),
-                                 _mm256_and_si256(_mm256_srli_epi32(t, 20),
-                                                  _mm256_set1_epi32(1))),
-                20);
-            __m256i sub = _mm256_sub_epi32(
-                _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a),
-                                                  _mm256_castsi256_ps(magic))),
-                magic);
-            __m256i v = _mm256_blendv_epi8(
-                sub, normal, _mm256_cmpgt_epi32(a, _mm256_set1_epi32((121 << 23) - 1)));
-            __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(v, _mm256_set1_epi32(0x7E)),
-                                          _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000)));
-            r[k] = _mm256_or_si256(_mm256_blendv_epi8(v, nan, bad),
-                                   _mm256_and_si256(_mm256_srli_epi32(u, 24), sign));
-        }
-        /* The packs work within 128-bit halves: dword j of the bytes holds
-         * four codes of vector j % 4, its low half for j < 4. */
-        __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(r[0], r[1]),
-                                        _mm256_packs_epi32(r[2], r[3]));
-        _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm256_permutevar8x32_epi32(b, order));
-    }
-    for (; i < n; i++)
-        d[i] = tk__e4m3_from(s[i]);
+    tk__e5m2_from_avx2(d + i, s + i, n - i, nt);
 }
 
 /* f32 -> bfloat16 on the AVX-512 and AVX2 paths: TK__BF16_ROUND's
@@ -270,16 +314,16 @@ TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *res
  * one 0.13 (on its AVX2 path 0.25 and 0.155), a cost a custom body's
  * staged run pays on every result. */
 TK__ON_AVX512 static void tk__bf16_from_512(uint16_t *restrict d, const float *restrict s,
-                                            size_t n)
+                                            size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 64, nt);
         __m512 v = _mm512_loadu_ps(s + i);
         __m512i r = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)
                         ? tk__bf16_round_512(v)
                         : tk__bf16_biased_512(_mm512_castps_si512(v));
-        _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+        tk__put_256(d + i, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)), nt);
     }
     for (; i < n; i++)
         d[i] = tk__bf16_from(s[i]);
@@ -295,16 +339,16 @@ TK__ON_AVX2 static inline __m256i tk__bf16_codes_of_256(__m256 v)
 }
 
 TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *restrict s,
-                                          size_t n)
+                                          size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 64, nt);
         __m256i c0 = tk__bf16_codes_of_256(_mm256_loadu_ps(s + i)),
                 c1 = tk__bf16_codes_of_256(_mm256_loadu_ps(s + i + 8));
         /* packus interleaves 128-bit lanes; the permute puts them back in
          * order (the codes fit 16 bits, so nothing saturates). */
-        _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                            _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8));
+        tk__put_256(d + i, _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8), nt);
     }
     for (; i < n; i++)
         d[i] = tk__bf16_from(s[i]);
@@ -315,12 +359,13 @@ TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *res
  * compiled rule ran at 1.4 times a memcpy of the source on an AVX-512
  * Intel Xeon, bound by its arithmetic). */
 TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *restrict s,
-                                            size_t n)
+                                            size_t n, bool nt)
 {
     const __m512i magic = _mm512_set1_epi32(141 << 23), abs = _mm512_set1_epi32(0x7FFFFFFF),
                   nan = _mm512_set1_epi32(0x7F), sign = _mm512_set1_epi32(0x80);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 64, nt);
         __m512i u = _mm512_loadu_si512(s + i), a = _mm512_and_si512(u, abs);
         __m512i t = _mm512_sub_epi32(a, _mm512_set1_epi32(120 << 23));
         __m512i normal = _mm512_srli_epi32(
@@ -336,9 +381,9 @@ TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *re
                         _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
         r = _mm512_or_si512(_mm512_mask_mov_epi32(r, bad, nan),
                             _mm512_and_si512(_mm512_srli_epi32(u, 24), sign));
-        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm512_cvtepi32_epi8(r));
+        tk__put_128(d + i, _mm512_cvtepi32_epi8(r), nt);
     }
-    tk__e4m3_from_avx2(d + i, s + i, n - i);
+    tk__e4m3_from_avx2(d + i, s + i, n - i, nt);
 }
 
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
@@ -347,18 +392,19 @@ TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *re
  * their sign, as in tk__e5m2_to.  (The bit rule alone ran at 1.2 to 1.4
  * times a memcpy of the destination on an AVX2 AMD EPYC.) */
 TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restrict s,
-                                         size_t n)
+                                         size_t n, bool nt)
 {
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u),
                   inf = _mm256_set1_epi32(0x7F800000), quiet = _mm256_set1_epi32(0x7FC00000);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        tk__ahead(s + i, 8, nt);
         __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(s + i));
         __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(_mm_unpacklo_epi8(_mm_setzero_si128(),
                                                                            b)));
         __m256i nan = _mm256_cmpgt_epi32(_mm256_andnot_si256(sign, f), inf);
         f = _mm256_blendv_epi8(f, _mm256_or_si256(_mm256_and_si256(f, sign), quiet), nan);
-        _mm256_storeu_si256((__m256i *)(void *)(d + i), f);
+        tk__put_256(d + i, f, nt);
     }
     for (; i < n; i++)
         d[i] = tk__e5m2_to(s[i]);
@@ -370,17 +416,23 @@ TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restr
  * (The bit rule alone ran at 1.28 times a memcpy of the destination with
  * the AVX2 path forced on an AVX-512 AMD EPYC.) */
 TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restrict s,
-                                        size_t n)
+                                        size_t n, bool nt)
 {
     const __m128i magnitude = _mm_set1_epi16(0x7FFF), inf = _mm_set1_epi16(0x7C00);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        tk__ahead(s + i, 16, nt);
         __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf)))
-            for (size_t j = i; j < i + 8; j++)
-                d[j] = tk__f16_to(s[j]);
-        else
-            _mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+        __m256 f;
+        if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf))) {
+            float t[8];
+            for (int j = 0; j < 8; j++)
+                t[j] = tk__f16_to(s[i + j]);
+            f = _mm256_loadu_ps(t);
+        } else {
+            f = _mm256_cvtph_ps(h);
+        }
+        tk__put_256(d + i, _mm256_castps_si256(f), nt);
     }
     for (; i < n; i++)
         d[i] = tk__f16_to(s[i]);
@@ -394,12 +446,13 @@ TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restr
  * times a memcpy of the destination with the AVX2 path forced on an
  * AVX-512 AMD EPYC.) */
 TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restrict s,
-                                         size_t n)
+                                         size_t n, bool nt)
 {
     const __m256 scale = _mm256_set1_ps(0x1p8f);
     const __m256i quiet = _mm256_set1_epi32(0x7FC00000), low7 = _mm256_set1_epi32(0x7F);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        tk__ahead(s + i, 8, nt);
         __m128i bytes = _mm_loadl_epi64((const __m128i *)(const void *)(s + i));
         __m128i h = _mm_slli_epi16(_mm_and_si128(_mm_cvtepu8_epi16(bytes), _mm_set1_epi16(0x7F)),
                                    7);
@@ -408,7 +461,7 @@ TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restr
         __m256i neg = _mm256_slli_epi32(_mm256_srli_epi32(b, 7), 31);
         __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(b, low7), low7);
         f = _mm256_blendv_epi8(_mm256_or_si256(f, neg), _mm256_or_si256(neg, quiet), nan);
-        _mm256_storeu_si256((__m256i *)(void *)(d + i), f);
+        tk__put_256(d + i, f, nt);
     }
     for (; i < n; i++)
         d[i] = tk__e4m3_to(s[i]);
@@ -418,12 +471,13 @@ TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restr
  * read up to 1.26 times a memcpy of the destination on an AVX-512 Intel
  * Xeon, bound by its arithmetic. */
 TK__ON_AVX512 static void tk__e4m3_to_512(float *restrict d, const uint8_t *restrict s,
-                                          size_t n)
+                                          size_t n, bool nt)
 {
     const __m512 scale = _mm512_set1_ps(0x1p8f);
     const __m512i quiet = _mm512_set1_epi32(0x7FC00000), low7 = _mm512_set1_epi32(0x7F);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 16, nt);
         __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
         __m256i h = _mm256_slli_epi16(
             _mm256_and_si256(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(0x7F)), 7);
@@ -432,80 +486,90 @@ TK__ON_AVX512 static void tk__e4m3_to_512(float *restrict d, const uint8_t *rest
         __m512i neg = _mm512_slli_epi32(_mm512_srli_epi32(b, 7), 31);
         __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, low7), low7);
         f = _mm512_mask_mov_epi32(_mm512_or_si512(f, neg), nan, _mm512_or_si512(neg, quiet));
-        _mm512_storeu_si512(d + i, f);
+        tk__put_512(d + i, f, nt);
     }
-    tk__e4m3_to_f16c(d + i, s + i, n - i);
+    tk__e4m3_to_f16c(d + i, s + i, n - i, nt);
 }
 
-/* The x86 paths' loop (AVX2, F16C where it converts halves), else the
- * portable one. */
-#define TK__F16C_OR(f16c, loop, ...) \
-    (tk__isa() != TK__ISA_PORTABLE ? f16c(__VA_ARGS__) : loop(__VA_ARGS__))
+/* bfloat16 -> f32 on the AVX-512 and AVX2 paths: each code shifted to the
+ * top of its lane. */
+TK__ON_AVX512 static void tk__bf16_to_512(float *restrict d, const uint16_t *restrict s,
+                                          size_t n, bool nt)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 32, nt);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        tk__put_512(d + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16), nt);
+    }
+    for (; i < n; i++)
+        d[i] = tk__bf16_to(s[i]);
+}
+
+TK__ON_AVX2 static void tk__bf16_to_256(float *restrict d, const uint16_t *restrict s,
+                                        size_t n, bool nt)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        tk__ahead(s + i, 16, nt);
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        tk__put_256(d + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16), nt);
+    }
+    for (; i < n; i++)
+        d[i] = tk__bf16_to(s[i]);
+}
+
+/* The loop of the path in use: on the x86 paths the AVX-512 one (a512)
+ * where there is one, else the AVX2 one (a256, with F16C), with nt as
+ * above; on the portable path the compiled one, which has no nt (tk__bulk
+ * asks for none there). */
+#define TK__X86_OR(a512, a256, loop, d, s, n, nt)                                  \
+    (tk__isa() == TK__ISA_AVX512 ? a512(d, s, n, nt)                               \
+     : tk__isa() == TK__ISA_AVX2 ? a256(d, s, n, nt)                               \
+                                 : loop(d, s, n))
 #else
-#define TK__F16C_OR(f16c, loop, ...) loop(__VA_ARGS__)
+#define TK__X86_OR(a512, a256, loop, d, s, n, nt) loop(d, s, n)
 #endif
 
-static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n)
+/* n elements between a dtype and f32 (nt: see tk__ahead). */
+static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n, bool nt)
 {
-    switch (dtype) {
-    case TK_DTYPE_BF16: tk__bf16_to_f32_loop(dst, src, (size_t)n); break;
-    case TK_DTYPE_F16:
-        TK__F16C_OR(tk__f16_to_f16c, tk__f16_to_loop, dst, src, (size_t)n);
-        break;
-    case TK_DTYPE_F8E4M3FN:
-#if TK__ISA_X86
-        if (tk__isa() == TK__ISA_AVX512) {
-            tk__e4m3_to_512(dst, src, (size_t)n);
-            break;
-        }
-#endif
-        TK__F16C_OR(tk__e4m3_to_f16c, tk__e4m3_to_loop, dst, src, (size_t)n);
-        break;
-    case TK_DTYPE_F8E5M2:
-        TK__F16C_OR(tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, (size_t)n);
-        break;
-    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
-    }
-}
-
-static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n)
-{
+    size_t k = (size_t)n;
     switch (dtype) {
     case TK_DTYPE_BF16:
-#if TK__ISA_X86
-        if (tk__isa() == TK__ISA_AVX512) {
-            tk__bf16_from_512(dst, src, (size_t)n);
-            break;
-        }
-        if (tk__isa() == TK__ISA_AVX2) {
-            tk__bf16_from_256(dst, src, (size_t)n);
-            break;
-        }
-#endif
-        tk__bf16_from_f32_loop(dst, src, (size_t)n);
+        TK__X86_OR(tk__bf16_to_512, tk__bf16_to_256, tk__bf16_to_f32_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F16:
-        TK__F16C_OR(tk__f16_from_f16c, tk__f16_from_loop, dst, src, (size_t)n);
+        TK__X86_OR(tk__f16_to_f16c, tk__f16_to_f16c, tk__f16_to_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F8E4M3FN:
-#if TK__ISA_X86
-        if (tk__isa() == TK__ISA_AVX512) {
-            tk__e4m3_from_512(dst, src, (size_t)n);
-            break;
-        }
-#endif
-        TK__F16C_OR(tk__e4m3_from_avx2, tk__e4m3_from_loop, dst, src, (size_t)n);
+        TK__X86_OR(tk__e4m3_to_512, tk__e4m3_to_f16c, tk__e4m3_to_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F8E5M2:
-#if TK__ISA_X86
-        if (tk__isa() == TK__ISA_AVX512) {
-            tk__e5m2_from_512(dst, src, (size_t)n);
-            break;
-        }
-#endif
-        TK__F16C_OR(tk__e5m2_from_f16c, tk__e5m2_from_loop, dst, src, (size_t)n);
+        TK__X86_OR(tk__e5m2_to_f16c, tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, k, nt);
         break;
-    default: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    default: memcpy(dst, src, k * sizeof(float)); break;
+    }
+}
+
+static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n, bool nt)
+{
+    size_t k = (size_t)n;
+    switch (dtype) {
+    case TK_DTYPE_BF16:
+        TK__X86_OR(tk__bf16_from_512, tk__bf16_from_256, tk__bf16_from_f32_loop, dst, src, k,
+                   nt);
+        break;
+    case TK_DTYPE_F16:
+        TK__X86_OR(tk__f16_from_f16c, tk__f16_from_f16c, tk__f16_from_loop, dst, src, k, nt);
+        break;
+    case TK_DTYPE_F8E4M3FN:
+        TK__X86_OR(tk__e4m3_from_512, tk__e4m3_from_avx2, tk__e4m3_from_loop, dst, src, k, nt);
+        break;
+    case TK_DTYPE_F8E5M2:
+        TK__X86_OR(tk__e5m2_from_512, tk__e5m2_from_avx2, tk__e5m2_from_loop, dst, src, k, nt);
+        break;
+    default: memcpy(dst, src, k * sizeof(float)); break;
     }
 }
 
@@ -523,41 +587,52 @@ void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n)
 {
     int64_t h = tk__f32_head(dst, n);
     if (h)
-        tk__to_f32(dtype, src, dst, h);
-    tk__to_f32(dtype, (const char *)src + h * tk__esize(dtype), dst + h, n - h);
+        tk__to_f32(dtype, src, dst, h, false);
+    tk__to_f32(dtype, (const char *)src + h * tk__esize(dtype), dst + h, n - h, false);
 }
 
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
 {
     int64_t h = tk__f32_head(src, n);
     if (h)
-        tk__from_f32(dtype, src, dst, h);
-    tk__from_f32(dtype, src + h, (char *)dst + h * tk__esize(dtype), n - h);
+        tk__from_f32(dtype, src, dst, h, false);
+    tk__from_f32(dtype, src + h, (char *)dst + h * tk__esize(dtype), n - h, false);
 }
 
-/* Bulk conversions whose destination is TK__STREAM bytes or more convert
- * TK__BULK elements at a time into a block staged in cache and stream it
- * out, fetching the source ahead.  On an Intel Xeon one core's reads are
- * the limit: ordinary stores read every destination line first, and one
- * stream kept too few lines in flight.  Widening reads one stream,
- * TK__BULK_AHEAD bytes ahead (bf16: 1.30 times a memcpy of the source with
- * ordinary stores, 0.72 to 0.78 this way).  Narrowing reads
+/* Bulk conversions whose destination is TK__STREAM bytes or more write
+ * its whole 64-byte lines by streaming stores, fetching the source ahead,
+ * in one of two ways by vendor (tk__tune); the bits are the same.
+ *
+ * Intel: TK__BULK elements at a time into a block staged in cache, streamed
+ * out from there.  On an Intel Xeon one core's reads are the limit:
+ * ordinary stores read every destination line first, and one stream kept
+ * too few lines in flight.  Widening reads one stream, each block fetching
+ * the block TK__BULK_AHEAD bytes on (bf16: 1.30 times a memcpy of the
+ * source with ordinary stores, 0.72 to 0.78 this way).  Narrowing reads
  * TK__BULK_STREAMS streams side by side, each over its own TK__BULK_SEG
  * elements of a group, block by block in turn, each fetching its next
  * group (bf16: 1.24 with ordinary stores, 0.93 to 1.06 staged from one
- * stream, 0.76 to 0.92 this way; widening measured slower so). */
+ * stream, 0.76 to 0.92 this way; widening measured slower so).
+ *
+ * AMD, on the x86 paths: the loops stream the results themselves, each
+ * step fetching its own source TK__BULK_AHEAD bytes on (tk__ahead).  On an
+ * AMD EPYC (Zen 3), whose one core reads 64 MiB in 0.86 to 0.92 of a
+ * streaming copy's time, bf16 narrowing read 0.76 to 0.92 that copy this
+ * way, 1.0 to 1.5 staged (one stream or four), and 1.05 to 1.37 streamed
+ * straight from the loop with each 128 elements' fetches issued together:
+ * there the fetches must be spread as the reads are. */
 #define TK__BULK 128
-#define TK__BULK_AHEAD 4096
 #define TK__BULK_SEG 1024
 #define TK__BULK_STREAMS 4
 
-/* n elements from src to dst, one way or the other. */
-static void tk__convert(int dtype, bool to_f32, const void *src, void *dst, int64_t n)
+/* n elements from src to dst, one way or the other (nt: see tk__ahead). */
+static void tk__convert(int dtype, bool to_f32, const void *src, void *dst, int64_t n,
+                        bool nt)
 {
     if (to_f32)
-        tk__to_f32(dtype, src, dst, n);
+        tk__to_f32(dtype, src, dst, n, nt);
     else
-        tk__from_f32(dtype, src, dst, n);
+        tk__from_f32(dtype, src, dst, n, nt);
 }
 
 /* One staged block of the bulk conversion of n elements, elements
@@ -571,7 +646,7 @@ static void tk__bulk_block(int dtype, bool to_f32, const unsigned char *s, unsig
     const unsigned char *from = s + (size_t)at * ses;
     for (size_t b = 0; at + ahead + TK__BULK <= n && b < TK__BULK * ses; b += 64)
         __builtin_prefetch(from + (size_t)ahead * ses + b);
-    tk__convert(dtype, to_f32, from, staged, TK__BULK);
+    tk__convert(dtype, to_f32, from, staged, TK__BULK, false);
     tk__stream_copy(d + (size_t)at * des, staged, TK__BULK * des);
 }
 
@@ -591,7 +666,13 @@ static void tk__bulk(int dtype, bool to_f32, const void *src, void *dst, int64_t
     /* Ordinary stores up to the destination's first 64-byte line and after
      * its last whole block; the whole lines in between are streamed. */
     int64_t at = (int64_t)((64 - (uintptr_t)d % 64) % 64 / des);
-    tk__convert(dtype, to_f32, s, d, at);
+    tk__convert(dtype, to_f32, s, d, at, false);
+    if (tk__tune() == TK__TUNE_AMD && tk__isa() != TK__ISA_PORTABLE) {
+        /* Whole steps of every loop, and whole lines of every dtype. */
+        int64_t m = (n - at) / 64 * 64;
+        tk__convert(dtype, to_f32, s + (size_t)at * ses, d + (size_t)at * des, m, true);
+        at += m;
+    }
     _Alignas(64) float staged[TK__BULK];
     const int64_t group = TK__BULK_STREAMS * TK__BULK_SEG;
     for (; !to_f32 && at + group <= n; at += group)
@@ -602,7 +683,7 @@ static void tk__bulk(int dtype, bool to_f32, const void *src, void *dst, int64_t
     for (; at + TK__BULK <= n; at += TK__BULK)
         tk__bulk_block(dtype, to_f32, s, d, n, at, (int64_t)(TK__BULK_AHEAD / ses), staged);
     tk__stream_fence();
-    tk__convert(dtype, to_f32, s + (size_t)at * ses, d + (size_t)at * des, n - at);
+    tk__convert(dtype, to_f32, s + (size_t)at * ses, d + (size_t)at * des, n - at, false);
 }
 
 /* The checks of the two generic bulk conversions. */

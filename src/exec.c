@@ -18,9 +18,16 @@
 
 /* How far ahead tk__run_flat prefetches its inputs, in elements, and the
  * bytes of results it streams out between two rounds of prefetches (see
- * there; its run length is tk__flat_run's). */
+ * there; its run length is tk__flat_len's). */
 #define TK__AHEAD 512
 #define TK__PIECE 256
+
+/* Elements per body call of a custom body's flat run, by vendor (the
+ * figures are in tk__run_flat): 256 on an Intel Xeon, 512 on an AMD EPYC. */
+static int64_t tk__flat_len(void)
+{
+    return tk__tune() == TK__TUNE_AMD ? 512 : 256;
+}
 
 /* The run length of a staged flat run, which fetches two runs ahead (on
  * an Intel Xeon a 4096x4096 bfloat16 run took 1.9 to 2.0 times the
@@ -461,7 +468,7 @@ static bool tk__contiguous(const tk__exec *e)
 static int tk__run_flat(const tk__exec *e)
 {
     int64_t n = e->rows * e->cols, es = (int64_t)e->esize;
-    int64_t run = e->direct ? tk__flat_run() : TK__STAGED_RUN;
+    int64_t run = e->direct ? tk__flat_len() : TK__STAGED_RUN;
     int64_t reach = e->direct ? TK__AHEAD : 2 * TK__STAGED_RUN;
     float *res = e->scratch + e->n * e->area;
     const void *out = e->direct ? (void *)res : (void *)(res + e->area);
@@ -491,7 +498,7 @@ static int tk__run_flat(const tk__exec *e)
          * runs of 256 two calls ahead (spread so, the same).  On an AMD
          * EPYC (Zen 4), in bench_kernel, bursts read 1.49-2.16 with runs of
          * 256 and 1.08-1.44 with 512; spread, 0.83-1.42 with 512 and up to
-         * 1.75 with 256: tk__flat_run picks the run length by vendor.  (The
+         * 1.75 with 256: tk__flat_len picks the run length by vendor.  (The
          * high readings were runs whose scratch malloc put off a cache
          * line; on one, 0.84-0.92.) */
         char *d = (char *)tk__out_at(e, 0, at);

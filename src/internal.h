@@ -614,8 +614,10 @@ enum { TK__ISA_PORTABLE, TK__ISA_AVX2, TK__ISA_AVX512, TK__N_ISA };
 
 extern _Atomic int tk__isa_level;
 int tk__isa_init(void);
-/* Elements per body call in a custom body's flat run: tuned per vendor. */
-int tk__flat_run(void);
+/* The vendor tunings (tk__tune): an Intel Xeon's, the default, and an AMD
+ * EPYC's.  Each picks among ways that give the same bits. */
+enum { TK__TUNE_INTEL, TK__TUNE_AMD, TK__N_TUNE };
+int tk__tune(void);
 
 /* The path in use: chosen on first use, from the CPU and TK_ISA. */
 static inline int tk__isa(void)

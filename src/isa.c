@@ -2,7 +2,8 @@
  *
  * The hot loops are written once in portable C and compiled once per path
  * (TK_DISPATCH in internal.h); this file picks the path on first use from
- * what the CPU has and from TK_ISA, read once.  No ifunc: a resolver runs
+ * what the CPU has and from TK_ISA, read once, and with it the vendor
+ * tuning, from the CPU's vendor and TK_TUNE.  No ifunc: a resolver runs
  * before sanitizer runtimes are up, a first-use choice runs under TSan,
  * ASan and valgrind (which hides the CPU features it cannot emulate). */
 #include "internal.h"
@@ -37,35 +38,43 @@ static int tk__isa_cpu(void)
 /* -1 before the choice; then the path.  Every thread that races to make
  * the choice computes the same value, so hot calls read it relaxed; it is
  * stored with release after tk__isa_req (what TK_ISA asked at that moment,
- * for tk_build_info) and tk__run_len, which tk__isa_seen's readers need. */
+ * for tk_build_info) and the tuning, which tk__isa_seen's readers need. */
 _Atomic int tk__isa_level = -1;
 static _Atomic int tk__isa_req = -1;
-static _Atomic int tk__run_len = 256;
+/* The vendor tuning (tk__tune), and what TK_TUNE asked, as for the path. */
+static _Atomic int tk__tune_level = TK__TUNE_INTEL;
+static _Atomic int tk__tune_req = -1;
+static const char *const tk__tune_names[TK__N_TUNE] = {"intel", "amd"};
 
-/* What TK_ISA asked for: a path, -1 unset or empty, -2 not a path name. */
-static int tk__isa_asked(void)
+/* What the variable `var` asks for: the index of its value among the n
+ * names, -1 unset or empty, -2 none of them. */
+static int tk__asked(const char *var, const char *const *names, int n)
 {
-    const char *v = getenv("TK_ISA");
+    const char *v = getenv(var);
     if (!v || !*v)
         return -1;
-    for (int i = 0; i < TK__N_ISA; i++)
-        if (strcmp(v, tk__isa_names[i]) == 0)
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0)
             return i;
     return -2;
 }
 
 int tk__isa_init(void)
 {
-    int cpu = tk__isa_cpu(), asked = tk__isa_asked();
+    int cpu = tk__isa_cpu(), asked = tk__asked("TK_ISA", tk__isa_names, TK__N_ISA);
     /* A forced path the CPU lacks would fault: the best one below it runs. */
     int isa = asked < 0 ? cpu : asked < cpu ? asked : cpu;
     atomic_store_explicit(&tk__isa_req, asked, memory_order_relaxed);
+    int tune = tk__asked("TK_TUNE", tk__tune_names, TK__N_TUNE);
+    atomic_store_explicit(&tk__tune_req, tune, memory_order_relaxed);
 #if TK__ISA_X86
-    if (__builtin_cpu_is("amd"))
-        atomic_store_explicit(&tk__run_len, 512, memory_order_relaxed);
+    if (tune < 0 && __builtin_cpu_is("amd"))
+        tune = TK__TUNE_AMD;
 #endif
+    atomic_store_explicit(&tk__tune_level, tune < 0 ? TK__TUNE_INTEL : tune,
+                          memory_order_relaxed);
     /* Release: a thread that reads the level by tk__isa_seen reads the
-     * request and the run length stored above. */
+     * requests and the tuning stored above. */
     atomic_store_explicit(&tk__isa_level, isa, memory_order_release);
     return isa;
 }
@@ -78,13 +87,19 @@ static int tk__isa_seen(void)
     return atomic_load_explicit(&tk__isa_level, memory_order_acquire);
 }
 
-/* Elements per body call of a custom body's flat run (exec.c, where the
- * figures are): 256 on an Intel Xeon, 512 on an AMD EPYC.  The vendor, not
- * the path, decides, so TK_ISA leaves it alone. */
-int tk__flat_run(void)
+/* The vendor tuning: which of two equally exact ways some loops take,
+ * picked by the CPU's vendor or TK_TUNE, never by the path (TK_ISA leaves
+ * it alone). */
+int tk__tune(void)
 {
-    tk__isa_seen();   /* the vendor is read with the path, on first use */
-    return atomic_load_explicit(&tk__run_len, memory_order_relaxed);
+    tk__isa_seen();   /* the tuning is chosen with the path, on first use */
+    return atomic_load_explicit(&tk__tune_level, memory_order_relaxed);
+}
+
+/* A variable's request as the build line gives it (tk__asked's values). */
+static const char *tk__asked_name(int asked, const char *const *names)
+{
+    return asked == -1 ? "unset" : asked == -2 ? "unknown" : names[asked];
 }
 
 const char *tk_build_info(void)
@@ -103,8 +118,7 @@ const char *tk_build_info(void)
         return line;
     }
     int isa = tk__isa_seen(), asked = atomic_load_explicit(&tk__isa_req, memory_order_relaxed);
-    const char *asked_name = asked == -1 ? "unset" : asked == -2 ? "unknown"
-                                                                 : tk__isa_names[asked];
+    int tune_asked = atomic_load_explicit(&tk__tune_req, memory_order_relaxed);
 #if defined(__clang__)
     const char *cc = "clang-" TK__STR(__clang_major__) "." TK__STR(__clang_minor__);
 #elif defined(__GNUC__)
@@ -112,9 +126,11 @@ const char *tk_build_info(void)
 #else
     const char *cc = "unknown";
 #endif
-    snprintf(line, sizeof line, "version=%s isa=%s cpu=%s TK_ISA=%s compiler=%s",
+    snprintf(line, sizeof line,
+             "version=%s isa=%s cpu=%s TK_ISA=%s compiler=%s tune=%s TK_TUNE=%s",
              tk_version_string(), tk__isa_names[isa], tk__isa_names[tk__isa_cpu()],
-             asked_name, cc);
+             tk__asked_name(asked, tk__isa_names), cc, tk__tune_names[tk__tune()],
+             tk__asked_name(tune_asked, tk__tune_names));
     atomic_store_explicit(&state, 2, memory_order_release);
     return line;
 }

@@ -48,16 +48,26 @@ Test(status, version_matches_header)
 }
 
 /* The build line: its words in order, a known path, the path in use never
- * above the CPU's, and the same text on every call; no call changes the
- * thread's last error message. */
+ * above the CPU's, a known tuning (TK_TUNE's when it names one), and the
+ * same text on every call; no call changes the thread's last error
+ * message. */
 Test(status, build_info_names_the_dispatched_path)
 {
     const char *before = tk_last_error_message();
-    char version[16], isa[16], cpu[16], asked[16], cc[32];
+    char version[16], isa[16], cpu[16], asked[16], cc[32], tune[16], tune_asked[16];
     const char *line = tk_build_info();
-    cr_assert_eq(sscanf(line, "version=%15s isa=%15s cpu=%15s TK_ISA=%15s compiler=%31s",
-                        version, isa, cpu, asked, cc),
-                 5, "%s", line);
+    cr_assert_eq(sscanf(line, "version=%15s isa=%15s cpu=%15s TK_ISA=%15s compiler=%31s "
+                        "tune=%15s TK_TUNE=%15s",
+                        version, isa, cpu, asked, cc, tune, tune_asked),
+                 7, "%s", line);
+    cr_assert(strcmp(tune, "intel") == 0 || strcmp(tune, "amd") == 0, "%s", line);
+    const char *tune_env = getenv("TK_TUNE");
+    if (!tune_env || !*tune_env)
+        cr_assert_str_eq(tune_asked, "unset");
+    else if (strcmp(tune_env, "intel") == 0 || strcmp(tune_env, "amd") == 0)
+        cr_assert(strcmp(tune, tune_env) == 0 && strcmp(tune_asked, tune_env) == 0, "%s", line);
+    else
+        cr_assert_str_eq(tune_asked, "unknown");
     cr_assert_str_eq(version, tk_version_string());
     const char *paths[] = {"portable", "avx2", "avx512"};
     int in_use = -1, best = -1;

@@ -34,9 +34,23 @@ def _same_on_every_path(code, what):
 
 def test_build_info_has_every_field():
     info = tk.build_info()
-    assert set(info) == {"version", "isa", "cpu", "TK_ISA", "compiler"}
+    assert set(info) == {"version", "isa", "cpu", "TK_ISA", "compiler", "tune", "TK_TUNE"}
     assert info["version"] == tk.version()
     assert info["cpu"] in PATHS
+    assert info["tune"] in ("intel", "amd")
+
+
+@pytest.mark.parametrize("asked", ("intel", "amd", "", "zen9"))
+def test_tk_tune_picks_the_tuning_and_leaves_the_path(asked):
+    env = dict(os.environ, TK_TUNE=asked, TK_LIBRARY=tk.LIBRARY_PATH)
+    env.pop("TK_ISA", None)
+    r = subprocess.run([sys.executable, "-c", "import tilekern as tk; print(tk.build_info())"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = ast.literal_eval(r.stdout)
+    assert info["tune"] == (asked if asked in ("intel", "amd") else tk.build_info()["tune"])
+    assert info["TK_TUNE"] == {"": "unset", "zen9": "unknown"}.get(asked, asked)
+    assert info["isa"] == CPU
 
 
 @pytest.mark.parametrize("asked", PATHS + ("", "sse9"))
