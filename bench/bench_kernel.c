@@ -2,7 +2,8 @@
  * logical output out), and tk_pipeline_run with hazard detection on,
  * against the fused loop a user would write (-O3 -march=native, native.c):
  * the faster of the plain loop and one that writes by streaming stores,
- * timed in the same rounds.  Prints `name: ratio` (the median over 41
+ * timed in the same rounds, the output flushed from the caches before each
+ * run.  Prints `name: ratio` (the median over 41
  * interleaved rounds of each round's time over the fused loop's in that
  * round: bench_round_ratio), each run's bandwidth as a share of a 64 MiB copy
  * timed in the same rounds, the faster of memcpy and a streaming copy
@@ -35,7 +36,12 @@
  * 0.83 to 0.88 in bf16) reads 0.99 to 1.02 in f32 elementwise and 0.59 to
  * 0.73 in bf16, the pipeline 1.0 to 1.3, and a custom blockwise body
  * through the tile walk (printed, no limit) 1.7 to 2.2 in f32 and 2.3 to 4
- * in bf16. */
+ * in bf16.  An AVX2 AMD EPYC (Zen 3) reads 0.99 to 1.05 in f32 elementwise
+ * (1.09 to 1.18 before its loop left the prefetches and the NaN rule's
+ * registers out), 0.51 to 0.64 in bf16, the pipeline 1.03 to 1.05 with
+ * 256x512 blocks and 1.41 to 1.49 with 8x128, a custom elementwise body
+ * without undo 1.25 to 1.58 the built-in in f32 and 1.96 to 2.6 in
+ * bf16. */
 #include "bench.h"
 
 #include <stdbool.h>
@@ -263,12 +269,17 @@ int main(void)
     static const int64_t shapes[][2] = {{4096, 4096}, {4095, 4093}};
     static const int64_t blocks[][2] = {{8, 128}, {256, 512}};
     copy_dst = malloc(COPY_BYTES);
-    copy_src = calloc(1, COPY_BYTES);
+    copy_src = malloc(COPY_BYTES);
     tk_device *dev;
     if (!copy_dst || !copy_src) {
         fprintf(stderr, "bench_kernel: out of memory\n");
         return 1;
     }
+    /* Written, so that the copy reads memory: untouched pages of a large
+     * calloc all map the one zero page, which the copy read from cache (a
+     * streaming copy so took 0.32 of memcpy's time on an AMD EPYC, whose
+     * copies of written memory read 0.55 to 0.67). */
+    memset(copy_src, 0x3C, COPY_BYTES);
     check(tk_device_simulated(&dev, "TPU v5 lite"));
     bench_build_line("bench_kernel");
     for (int s = 0; s < 2; s++)
@@ -326,7 +337,12 @@ int main(void)
                 fns[RUNS + F] = run_piped;
                 ctx[RUNS + F] = &pw;
                 double med[RUNS + F + 1];
-                double *rounds = bench_rounds(fns, ctx, RUNS + F + 1, REPS, NULL, 0);
+                /* Every run writes out: flushed before each, so that no run
+                 * pays for the dirty lines the one before it left (the plain
+                 * fused loop leaves up to an L3 of them, which the
+                 * streaming loop after it had to write back). */
+                const bench_buf written = {tk_matrix_data(out), moved / 3};
+                double *rounds = bench_rounds(fns, ctx, RUNS + F + 1, REPS, &written, 1);
                 bench_medians(rounds, RUNS + F + 1, REPS, med);
                 char tag[64];
                 snprintf(tag, sizeof tag, "%s_%lldx%lld_b%lldx%lld", dn, (long long)rows,
