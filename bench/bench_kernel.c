@@ -36,12 +36,13 @@
  * 0.83 to 0.88 in bf16) reads 0.99 to 1.02 in f32 elementwise and 0.59 to
  * 0.73 in bf16, the pipeline 1.0 to 1.3, and a custom blockwise body
  * through the tile walk (printed, no limit) 1.7 to 2.2 in f32 and 2.3 to 4
- * in bf16.  An AVX2 AMD EPYC (Zen 3) reads 0.99 to 1.05 in f32 elementwise
+ * in bf16.  An AVX2 AMD EPYC (Zen 3) reads 0.94 to 1.01 in f32 elementwise
  * (1.09 to 1.18 before its loop left the prefetches and the NaN rule's
- * registers out), 0.51 to 0.64 in bf16, the pipeline 1.03 to 1.05 with
- * 256x512 blocks and 1.41 to 1.49 with 8x128, a custom elementwise body
- * without undo 1.25 to 1.58 the built-in in f32 and 1.96 to 2.6 in
- * bf16. */
+ * registers out and tested four lines at once), 0.51 to 0.64 in bf16,
+ * the pipeline 0.99 to 1.05 with 256x512 blocks and 1.34 to 1.49 with
+ * 8x128, a custom elementwise body without undo 1.19 to 1.58 the built-in
+ * in f32 and 1.96 to 2.8 in bf16 (4.4 once, in a process whose every run
+ * was slow and the staged one most). */
 #include "bench.h"
 
 #include <stdbool.h>

@@ -2,6 +2,8 @@
  * kind against an independent untiled loop, bit for bit. */
 #include "tk_test.h"
 
+#include <math.h>
+
 #include <criterion/parameterized.h>
 #include <dirent.h>
 #include <fenv.h>
@@ -1172,6 +1174,94 @@ Test(kernel, runs_of_a_large_matrix_fail_and_name_their_start, .timeout = 60)
             tk_matrix_destroy(sep);
             tk_matrix_destroy(x);
             tk_matrix_destroy(y);
+        }
+}
+
+/* The NaN rule (tk_kernel(3)) for one element: a NaN operand gives its
+ * own NaN, made quiet, the first of a, x, y that is one; otherwise the
+ * arithmetic's own result, a NaN from Inf - Inf included. */
+static float nan_rule(float a, float x, float y)
+{
+    volatile float r = a * x;   /* rounded, then added, as the contract says */
+    r = r + y;
+    const float ops[3] = {a, x, y};
+    for (int i = 0; i < 3; i++)
+        if (isnan(ops[i]))
+            return tkt_float(tkt_bits(ops[i]) | 0x00400000u);
+    return r;
+}
+
+/* An output of 8 MiB or more (streamed, a line or four at a time on the
+ * vector paths) with NaNs of both signs and payloads in x and in y, and
+ * Inf - Inf, at every offset within four lines and in the last lines of
+ * the run, separate and the same as x or y, alpha 3, a signalling NaN and
+ * Inf (whose product with a zero x is the hardware's own NaN, which the
+ * rule gives way to y's): the NaN rule's bits in every element. */
+Test(kernel, a_streamed_output_keeps_the_nan_rule, .timeout = 60)
+{
+    for (int d = 0; d < 2; d++)
+        for (int alias = 0; alias < 3; alias++) {
+            int dtype = d ? TK_DTYPE_BF16 : TK_DTYPE_F32;
+            int64_t rows = d ? 2048 : 1024, cols = FLAT_COLS;   /* 8.2 MiB either way */
+            size_t n = (size_t)(rows * cols);
+            float *fx = malloc(n * sizeof *fx), *fy = malloc(n * sizeof *fy);
+            cr_assert(fx && fy);
+            tkt_fill(fx, n, 71);
+            tkt_fill(fy, n, 72);
+            /* Specials 67 elements apart walk through every position of a
+             * 64-element step; the run's last 100 elements get some too. */
+            for (size_t i = 0; i < n; i += 67) {
+                size_t j = i % 5 == 0 ? n - 1 - i / 67 % 100 : i;
+                switch (i / 67 % 5) {
+                case 0: fx[j] = tkt_float(0x7FA00000u | (uint32_t)(i & 0xFFF)); break;
+                case 1: fy[j] = tkt_float(0xFF812345u); break;
+                case 2: fx[j] = INFINITY, fy[j] = -INFINITY; break;
+                case 3: fx[j] = 0.0f, fy[j] = tkt_float(0x7FC54321u); break;
+                default: fx[j] = tkt_float(0xFFC00001u), fy[j] = tkt_float(0x7F800001u); break;
+                }
+            }
+            tk_matrix *x, *y, *sep;
+            tkt_expect_status(tk_matrix_from_f32(&x, dtype, rows, cols, fx, cols), TK_OK);
+            tkt_expect_status(tk_matrix_from_f32(&y, dtype, rows, cols, fy, cols), TK_OK);
+            tkt_expect_status(tk_matrix_create(&sep, dtype, rows, cols), TK_OK);
+            /* The stored operands, as the kernel reads them. */
+            tkt_expect_status(tk_matrix_to_f32(x, fx, cols), TK_OK);
+            tkt_expect_status(tk_matrix_to_f32(y, fy, cols), TK_OK);
+            tk_matrix *out = alias == 1 ? x : alias == 2 ? y : sep;
+            const tk_matrix *in[] = {x, y};
+            void *before = snapshot(out);
+            tk_tiling *t;
+            tkt_expect_status(tk_tiling_create(&t, rows, cols, 8, 128), TK_OK);
+            const float alphas[] = {3.0f, tkt_float(0x7F811111u), INFINITY};
+            for (int a = 0; a < 3; a++) {
+                tk_kernel *k;
+                tkt_expect_status(tk_kernel_axpy(&k, alphas[a]), TK_OK);
+                memcpy(tk_matrix_data(out), before, storage_bytes(out));
+                tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+                long nans = 0;
+                for (size_t i = 0; i < n; i++) {
+                    float w = nan_rule(alphas[a], fx[i], fy[i]);
+                    uint32_t want = d ? tk_bf16_from_f32(w) : tkt_bits(w);
+                    uint32_t got = d ? ((const uint16_t *)tk_matrix_data(out))[i]
+                                     : ((const uint32_t *)tk_matrix_data(out))[i];
+                    nans += isnan(w);
+                    if (got != want)
+                        cr_assert_fail("%s, output %s, alpha 0x%08x: element %zu is 0x%08x, "
+                                       "not 0x%08x (x 0x%08x, y 0x%08x)", tk_dtype_name(dtype),
+                                       alias == 1 ? "= x" : alias == 2 ? "= y" : "separate",
+                                       tkt_bits(alphas[a]), i, got, want, tkt_bits(fx[i]),
+                                       tkt_bits(fy[i]));
+                }
+                cr_assert_gt(nans, (long)(n / 67 / 2));   /* the specials reached the rule */
+                tk_kernel_destroy(k);
+            }
+            free(before);
+            tk_tiling_destroy(t);
+            tk_matrix_destroy(sep);
+            tk_matrix_destroy(x);
+            tk_matrix_destroy(y);
+            free(fx);
+            free(fy);
         }
 }
 
