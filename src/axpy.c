@@ -189,36 +189,48 @@ static inline int64_t tk__skew(const float *o, int64_t n)
 }
 
 #if TK__ISA_X86
-/* The NaN rule on one line's results t, out of line: inlined, it kept the
- * loaded x and y in registers and the loop's loads apart from its
- * arithmetic. */
-__attribute__((noinline, cold)) static void tk__axpy_fix_line(float *t, const float *x,
-                                                             const float *y, float a)
+enum { TK__STEP = 4 * TK__LINE };   /* elements of a step of the line loops below */
+
+/* One step's results into t under the NaN rule, computed again out of
+ * line: inlined, the rule kept the loaded x and y in registers and the
+ * loop's loads apart from its arithmetic, and handing it the vectors
+ * stored them on every step. */
+__attribute__((noinline, cold)) static void tk__axpy_step_rule(float *t, const float *x,
+                                                              const float *y, float a)
 {
-    tk__axpy_fix(t, x, y, TK__LINE, a);
+    for (int i = 0; i < TK__STEP; i++)
+        t[i] = a * x[i] + y[i];
+    tk__axpy_fix(t, x, y, TK__STEP, a);
+}
+
+/* The prefetches of the step at c of a row of n, `ahead` (see below). */
+static inline void tk__axpy_ahead(const float *x, const float *y, int64_t c, int64_t n,
+                                  bool ahead)
+{
+    for (int l = 0; ahead && c + TK__AHEAD < n && l < 4; l++) {
+        __builtin_prefetch(x + c + TK__AHEAD + TK__LINE * l);
+        __builtin_prefetch(y + c + TK__AHEAD + TK__LINE * l);
+    }
 }
 
 /* tk__axpy_line_nt's lines on the AVX-512 and AVX2 paths, four lines a
- * step with one NaN test for the four (their sum), o starting a line; they
+ * step with one NaN test for the four (their sum: a step with a NaN is
+ * computed again by the rule), o starting a line; they
  * return the elements done, the last few lines left to the caller.
  * `ahead`: each step prefetches x and y TK__AHEAD elements on, as the
  * Intel tuning asks (tk__axpy_lines).  On an AMD EPYC (Zen 3), against the
  * fused streaming loop in one process, a line a step read 1.13 to 1.14
  * with the prefetches and the rule inline, 1.09 to 1.10 without the
  * prefetches, 1.03 to 1.05 with the rule out of line too; four lines a
- * step, 0.98 to 0.99 (the SSE2 line 1.09 to 1.18 in bench_kernel). */
+ * step, 0.98 to 1.01 (the SSE2 line 1.09 to 1.18 in bench_kernel). */
 TK__ON_AVX512 static inline int64_t tk__axpy_lines_512(float *o, const float *x, const float *y,
                                                       int64_t n, float a, bool ahead)
 {
-    enum { K = 4 };   /* vectors a step: four lines, one NaN test */
+    enum { K = TK__STEP / 16 };   /* vectors a step */
     const __m512 va = _mm512_set1_ps(a);
     int64_t c = 0;
-    for (; c + 16 * K <= n; c += 16 * K) {
-        if (ahead && c + TK__AHEAD < n)
-            for (int l = 0; l < K; l++) {
-                __builtin_prefetch(x + c + TK__AHEAD + TK__LINE * l);
-                __builtin_prefetch(y + c + TK__AHEAD + TK__LINE * l);
-            }
+    for (; c + TK__STEP <= n; c += TK__STEP) {
+        tk__axpy_ahead(x, y, c, n, ahead);
         __m512 v[K], sum = _mm512_setzero_ps();
         for (int k = 0; k < K; k++) {
             v[k] = _mm512_add_ps(_mm512_mul_ps(va, _mm512_loadu_ps(x + c + 16 * k)),
@@ -226,13 +238,11 @@ TK__ON_AVX512 static inline int64_t tk__axpy_lines_512(float *o, const float *x,
             sum = _mm512_add_ps(sum, v[k]);   /* NaN where any is, as above */
         }
         if (_mm512_cmp_ps_mask(sum, sum, _CMP_UNORD_Q)) {
-            _Alignas(64) float t[16 * K];
+            _Alignas(64) float t[TK__STEP];
+            tk__axpy_step_rule(t, x + c, y + c, a);
             for (int k = 0; k < K; k++)
-                _mm512_store_ps(t + 16 * k, v[k]);
-            for (int l = 0; l < K; l++)
-                tk__axpy_fix_line(t + TK__LINE * l, x + c + TK__LINE * l, y + c + TK__LINE * l, a);
-            for (int k = 0; k < K; k++)
-                v[k] = _mm512_load_ps(t + 16 * k);
+                _mm512_stream_ps(o + c + 16 * k, _mm512_load_ps(t + 16 * k));
+            continue;
         }
         for (int k = 0; k < K; k++)
             _mm512_stream_ps(o + c + 16 * k, v[k]);
@@ -243,15 +253,11 @@ TK__ON_AVX512 static inline int64_t tk__axpy_lines_512(float *o, const float *x,
 TK__ON_AVX2 static inline int64_t tk__axpy_lines_256(float *o, const float *x, const float *y,
                                                     int64_t n, float a, bool ahead)
 {
-    enum { K = 8 };   /* vectors a step: four lines, one NaN test */
+    enum { K = TK__STEP / 8 };   /* vectors a step */
     const __m256 va = _mm256_set1_ps(a);
     int64_t c = 0;
-    for (; c + 8 * K <= n; c += 8 * K) {
-        if (ahead && c + TK__AHEAD < n)
-            for (int l = 0; l < K / 2; l++) {
-                __builtin_prefetch(x + c + TK__AHEAD + TK__LINE * l);
-                __builtin_prefetch(y + c + TK__AHEAD + TK__LINE * l);
-            }
+    for (; c + TK__STEP <= n; c += TK__STEP) {
+        tk__axpy_ahead(x, y, c, n, ahead);
         __m256 v[K], sum = _mm256_setzero_ps();
         for (int k = 0; k < K; k++) {
             v[k] = _mm256_add_ps(_mm256_mul_ps(va, _mm256_loadu_ps(x + c + 8 * k)),
@@ -259,13 +265,11 @@ TK__ON_AVX2 static inline int64_t tk__axpy_lines_256(float *o, const float *x, c
             sum = _mm256_add_ps(sum, v[k]);   /* NaN where any is, as above */
         }
         if (_mm256_movemask_ps(_mm256_cmp_ps(sum, sum, _CMP_UNORD_Q))) {
-            _Alignas(32) float t[8 * K];
+            _Alignas(32) float t[TK__STEP];
+            tk__axpy_step_rule(t, x + c, y + c, a);
             for (int k = 0; k < K; k++)
-                _mm256_store_ps(t + 8 * k, v[k]);
-            for (int l = 0; l < K / 2; l++)
-                tk__axpy_fix_line(t + TK__LINE * l, x + c + TK__LINE * l, y + c + TK__LINE * l, a);
-            for (int k = 0; k < K; k++)
-                v[k] = _mm256_load_ps(t + 8 * k);
+                _mm256_stream_ps(o + c + 8 * k, _mm256_load_ps(t + 8 * k));
+            continue;
         }
         for (int k = 0; k < K; k++)
             _mm256_stream_ps(o + c + 8 * k, v[k]);
