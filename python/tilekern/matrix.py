@@ -271,7 +271,13 @@ def as_matrix(obj, role: str, dtype: Optional[DtypeLike] = None) -> Matrix:
 
 
 def _f32(x):
-    return np.ascontiguousarray(x, dtype=np.float32)
+    return _contiguous(x, np.float32)
+
+
+def _contiguous(x, dtype=None):
+    """x as np.ascontiguousarray gives it, and aligned to its element size,
+    as the bulk conversions take it (a view off that alignment is copied)."""
+    return np.require(np.ascontiguousarray(x, dtype=dtype), requirements="A")
 
 
 def bf16_from_f32(x):
@@ -290,7 +296,7 @@ def bf16_to_f32(bits):
     """bfloat16 bits (uint16, or ml_dtypes.bfloat16 values) -> float32, exact."""
     if np.isscalar(bits) and not isinstance(bits, np.generic):
         return lib.tk_bf16_to_f32(int(bits))
-    src = np.ascontiguousarray(bits)
+    src = _contiguous(bits)
     if src.dtype != np.uint16:
         if BFLOAT16 is None or src.dtype != BFLOAT16:
             raise errors.DtypeError(f"bfloat16 bits are uint16, not {src.dtype}")
@@ -317,7 +323,7 @@ def from_f32(x, dtype: DtypeLike) -> np.ndarray:
 def to_f32(x, dtype: Optional[DtypeLike] = None) -> np.ndarray:
     """Stored elements (an array of a value dtype, or of bits with dtype
     named) promoted exactly to a new float32 array by tk_dtype_to_f32_n."""
-    src = np.ascontiguousarray(x)
+    src = _contiguous(x)
     code = _array_code(src.reshape(1, -1) if src.ndim != 2 else src, dtype)
     out = np.empty(src.shape, np.float32)
     lib.tk_dtype_to_f32_n(code, out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),

@@ -59,6 +59,23 @@ def test_matrix_wraps_views_and_represents(dtype):
 
 
 @pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_conversions_take_arrays_off_their_alignment(dtype):
+    """A view one byte into a buffer (numpy marks it unaligned), which the C
+    bulk conversions refuse (TK_ELAYOUT), is copied first."""
+    x = data((3, 5), dtype, 3)
+    raw = np.zeros(x.nbytes + 8, np.uint8)
+    raw[1:1 + x.nbytes] = x.view(np.uint8).ravel()
+    view = raw[1:1 + x.nbytes].view(dtype).reshape(x.shape)
+    f = x.astype(np.float32)
+    assert np.array_equal(tk.to_f32(view).view(np.uint32), f.view(np.uint32))
+    fraw = np.zeros(f.nbytes + 8, np.uint8)
+    fraw[2:2 + f.nbytes] = f.view(np.uint8).ravel()
+    fview = fraw[2:2 + f.nbytes].view(np.float32).reshape(f.shape)
+    assert not fview.flags.aligned
+    assert same_bits(tk.from_f32(fview, dtype), x)
+
+
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
 def test_npy_both_ways(dtype, tmp_path):
     x = data((6, 9), dtype, 2)
     np.save(tmp_path / "numpy.npy", x)   # the form ml_dtypes (or numpy) writes
