@@ -2,8 +2,8 @@
  * logical output out), and tk_pipeline_run with hazard detection on,
  * against the fused loop a user would write (-O3 -march=native, native.c):
  * the faster of the plain loop and one that writes by streaming stores,
- * timed in the same rounds, the output flushed from the caches before each
- * run.  Prints `name: ratio` (the median over 41
+ * timed in the same rounds, what the runs write flushed from the caches
+ * before each run.  Prints `name: ratio` (the median over 41
  * interleaved rounds of each round's time over the fused loop's in that
  * round: bench_round_ratio), each run's bandwidth as a share of a 64 MiB copy
  * timed in the same rounds, the faster of memcpy and a streaming copy
@@ -338,12 +338,14 @@ int main(void)
                 fns[RUNS + F] = run_piped;
                 ctx[RUNS + F] = &pw;
                 double med[RUNS + F + 1];
-                /* Every run writes out: flushed before each, so that no run
-                 * pays for the dirty lines the one before it left (the plain
-                 * fused loop leaves up to an L3 of them, which the
-                 * streaming loop after it had to write back). */
-                const bench_buf written = {tk_matrix_data(out), moved / 3};
-                double *rounds = bench_rounds(fns, ctx, RUNS + F + 1, REPS, &written, 1);
+                /* What the runs write (out, and the copies' destination) is
+                 * flushed before each, so that no run pays for the dirty
+                 * lines the one before it left (the plain fused loop leaves
+                 * up to an L3 of them, which the streaming loop after it had
+                 * to write back). */
+                const bench_buf written[2] = {{tk_matrix_data(out), moved / 3},
+                                              {copy_dst, COPY_BYTES}};
+                double *rounds = bench_rounds(fns, ctx, RUNS + F + 1, REPS, written, 2);
                 bench_medians(rounds, RUNS + F + 1, REPS, med);
                 char tag[64];
                 snprintf(tag, sizeof tag, "%s_%lldx%lld_b%lldx%lld", dn, (long long)rows,

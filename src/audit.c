@@ -497,8 +497,8 @@ TK_DISPATCH(tk__store, (int dtype, const float *restrict src, void *restrict dst
  * a block further keeps memory busy through the computing of two: on an
  * AMD EPYC Zen 4 the audit read 2.84 to 2.98 the fused loop where it read
  * 3.12 to 3.26, in alternating runs.  The AMD tuning fetches nothing: on
- * an AMD EPYC Zen 3 the audit read 3.76 to 3.82 the fused streaming loop
- * so, 4.05 to 4.15 with the two blocks fetched, in one process. */
+ * an AMD EPYC Zen 3 the audit read 3.83 to 3.87 the fused streaming loop
+ * so, 4.03 to 4.2 with the two blocks fetched. */
 typedef struct tk__ahead {
     const float *at[TK_KERNEL_MAX_INPUTS];
     int n;
