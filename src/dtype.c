@@ -181,13 +181,27 @@ TK__ON_AVX512 static inline void tk__put_512(void *d, __m512i v, bool nt)
         _mm512_storeu_si512(d, v);
 }
 
+/* Each loop below is written once, as name_by with nt, and compiled twice
+ * by TK__BOTH: name with ordinary stores and name_nt for tk__bulk's direct
+ * runs.  (One function testing nt on each step took a row of 128 bfloat16
+ * half again as long, 51 ns where it had taken 34, on an AMD EPYC.) */
+#define TK__BOTH(on, name, td, ts)                                                    \
+    on static void name(td *restrict d, const ts *restrict s, size_t n)             \
+    {                                                                                \
+        name##_by(d, s, n, false);                                                   \
+    }                                                                                \
+    on static void name##_nt(td *restrict d, const ts *restrict s, size_t n)        \
+    {                                                                                \
+        name##_by(d, s, n, true);                                                    \
+    }
+
 /* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
  * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
  * but quiets a signalling NaN, which numpy does not, so eight floats with a
  * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
  * times a memcpy of the source on an AVX2 AMD EPYC.) */
-TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *restrict s,
-                                          size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__f16_from_f16c_by(uint16_t *restrict d, const float *restrict s,
+                                                    size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -208,6 +222,7 @@ TK__ON_AVX2 static void tk__f16_from_f16c(uint16_t *restrict d, const float *res
     for (; i < n; i++)
         d[i] = tk__f16_from(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__f16_from_f16c, uint16_t, float)
 
 /* f32 -> float8 on the AVX2 path: tk__narrow's steps to eb exponent and mb
  * mantissa bits on eight lanes, thirty-two floats a step, picked by blend;
@@ -265,17 +280,19 @@ TK__ON_AVX2 static inline void tk__fp8_from_avx2(uint8_t *restrict d, const floa
         d[i] = eb == 4 ? tk__e4m3_from(s[i]) : tk__e5m2_from(s[i]);
 }
 
-TK__ON_AVX2 static void tk__e4m3_from_avx2(uint8_t *restrict d, const float *restrict s,
-                                           size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__e4m3_from_avx2_by(uint8_t *restrict d, const float *restrict s,
+                                                     size_t n, bool nt)
 {
     tk__fp8_from_avx2(d, s, n, nt, 4, 3, 0x7E, 0x7F, 0x7F);
 }
+TK__BOTH(TK__ON_AVX2, tk__e4m3_from_avx2, uint8_t, float)
 
-TK__ON_AVX2 static void tk__e5m2_from_avx2(uint8_t *restrict d, const float *restrict s,
-                                           size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__e5m2_from_avx2_by(uint8_t *restrict d, const float *restrict s,
+                                                     size_t n, bool nt)
 {
     tk__fp8_from_avx2(d, s, n, nt, 5, 2, 0x7C, 0x7C, 0x7E);
 }
+TK__BOTH(TK__ON_AVX2, tk__e5m2_from_avx2, uint8_t, float)
 
 /* f32 -> float8_e5m2 on the AVX-512 path, once rounded, sixteen floats at
  * a time: an e5m2 is the top byte of an f16, so vcvtps2ph truncating
@@ -286,8 +303,8 @@ TK__ON_AVX2 static void tk__e5m2_from_avx2(uint8_t *restrict d, const float *res
  * are set by mask (sign | 0x7E).  An eight-float loop so ran at 1.15 to
  * 1.2 times a memcpy of the source on an AVX-512 AMD EPYC (Zen 5), bound
  * by its shuffles. */
-TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *restrict s,
-                                            size_t n, bool nt)
+TK__ON_AVX512 static inline void tk__e5m2_from_512_by(uint8_t *restrict d, const float *restrict s,
+                                                      size_t n, bool nt)
 {
     const __m512i low = _mm512_set1_epi32(0xFF), half = _mm512_set1_epi32(0x80),
                   one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x7E);
@@ -308,8 +325,9 @@ TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *re
         r = _mm512_mask_or_epi32(r, nan, sign, quiet);
         tk__put_128(d + i, _mm512_cvtepi32_epi8(r), nt);
     }
-    tk__e5m2_from_avx2(d + i, s + i, n - i, nt);
+    tk__e5m2_from_avx2_by(d + i, s + i, n - i, nt);
 }
+TK__BOTH(TK__ON_AVX512, tk__e5m2_from_512, uint8_t, float)
 
 /* f32 -> bfloat16 on the AVX-512 and AVX2 paths: TK__BF16_ROUND's
  * rounding (tk__bf16_biased_512, _256) shifted to each lane's code, the
@@ -318,8 +336,8 @@ TK__ON_AVX512 static void tk__e5m2_from_512(uint8_t *restrict d, const float *re
  * loop took 0.18 ns an element in cache on an AVX-512 Intel Xeon, this
  * one 0.13 (on its AVX2 path 0.25 and 0.155), a cost a custom body's
  * staged run pays on every result. */
-TK__ON_AVX512 static void tk__bf16_from_512(uint16_t *restrict d, const float *restrict s,
-                                            size_t n, bool nt)
+TK__ON_AVX512 static inline void tk__bf16_from_512_by(uint16_t *restrict d, const float *restrict s,
+                                                      size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -333,6 +351,7 @@ TK__ON_AVX512 static void tk__bf16_from_512(uint16_t *restrict d, const float *r
     for (; i < n; i++)
         d[i] = tk__bf16_from(s[i]);
 }
+TK__BOTH(TK__ON_AVX512, tk__bf16_from_512, uint16_t, float)
 
 /* Eight lanes' codes, as above. */
 TK__ON_AVX2 static inline __m256i tk__bf16_codes_of_256(__m256 v)
@@ -343,8 +362,8 @@ TK__ON_AVX2 static inline __m256i tk__bf16_codes_of_256(__m256 v)
     return _mm256_srli_epi32(r, 16);
 }
 
-TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *restrict s,
-                                          size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__bf16_from_256_by(uint16_t *restrict d, const float *restrict s,
+                                                    size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -358,13 +377,14 @@ TK__ON_AVX2 static void tk__bf16_from_256(uint16_t *restrict d, const float *res
     for (; i < n; i++)
         d[i] = tk__bf16_from(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__bf16_from_256, uint16_t, float)
 
 /* f32 -> float8_e4m3fn on the AVX-512 path: tk__e4m3_from's integer and
  * float steps, sixteen lanes at a time with the picks done by mask (the
  * compiled rule ran at 1.4 times a memcpy of the source on an AVX-512
  * Intel Xeon, bound by its arithmetic). */
-TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *restrict s,
-                                            size_t n, bool nt)
+TK__ON_AVX512 static inline void tk__e4m3_from_512_by(uint8_t *restrict d, const float *restrict s,
+                                                      size_t n, bool nt)
 {
     const __m512i magic = _mm512_set1_epi32(141 << 23), abs = _mm512_set1_epi32(0x7FFFFFFF),
                   nan = _mm512_set1_epi32(0x7F), sign = _mm512_set1_epi32(0x80);
@@ -388,16 +408,17 @@ TK__ON_AVX512 static void tk__e4m3_from_512(uint8_t *restrict d, const float *re
                             _mm512_and_si512(_mm512_srli_epi32(u, 24), sign));
         tk__put_128(d + i, _mm512_cvtepi32_epi8(r), nt);
     }
-    tk__e4m3_from_avx2(d + i, s + i, n - i, nt);
+    tk__e4m3_from_avx2_by(d + i, s + i, n - i, nt);
 }
+TK__BOTH(TK__ON_AVX512, tk__e4m3_from_512, uint8_t, float)
 
 /* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
  * their sign, as in tk__e5m2_to.  (The bit rule alone ran at 1.2 to 1.4
  * times a memcpy of the destination on an AVX2 AMD EPYC.) */
-TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restrict s,
-                                         size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__e5m2_to_f16c_by(float *restrict d, const uint8_t *restrict s,
+                                                   size_t n, bool nt)
 {
     const __m256i sign = _mm256_set1_epi32((int)0x80000000u),
                   inf = _mm256_set1_epi32(0x7F800000), quiet = _mm256_set1_epi32(0x7FC00000);
@@ -414,14 +435,15 @@ TK__ON_AVX2 static void tk__e5m2_to_f16c(float *restrict d, const uint8_t *restr
     for (; i < n; i++)
         d[i] = tk__e5m2_to(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__e5m2_to_f16c, float, uint8_t)
 
 /* f16 -> f32 on the AVX2 and AVX-512 paths: vcvtph2ps widens every f16
  * exactly, subnormals included, but quiets a signalling NaN, whose payload
  * numpy keeps, so eight halves with a NaN among them take tk__f16_to.
  * (The bit rule alone ran at 1.28 times a memcpy of the destination with
  * the AVX2 path forced on an AVX-512 AMD EPYC.) */
-TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restrict s,
-                                        size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__f16_to_f16c_by(float *restrict d, const uint16_t *restrict s,
+                                                  size_t n, bool nt)
 {
     const __m128i magnitude = _mm_set1_epi16(0x7FFF), inf = _mm_set1_epi16(0x7C00);
     size_t i = 0;
@@ -442,6 +464,7 @@ TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restr
     for (; i < n; i++)
         d[i] = tk__f16_to(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__f16_to_f16c, float, uint16_t)
 
 /* float8_e4m3fn -> f32 on the AVX2 and AVX-512 paths: the byte's
  * magnitude shifted up 7 bits is an f16 (normal or subnormal) of the same
@@ -450,8 +473,8 @@ TK__ON_AVX2 static void tk__f16_to_f16c(float *restrict d, const uint16_t *restr
  * NaN of their sign, as in tk__e4m3_to.  (The bit rule alone ran at 1.37
  * times a memcpy of the destination with the AVX2 path forced on an
  * AVX-512 AMD EPYC.) */
-TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restrict s,
-                                         size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__e4m3_to_f16c_by(float *restrict d, const uint8_t *restrict s,
+                                                   size_t n, bool nt)
 {
     const __m256 scale = _mm256_set1_ps(0x1p8f);
     const __m256i quiet = _mm256_set1_epi32(0x7FC00000), low7 = _mm256_set1_epi32(0x7F);
@@ -471,12 +494,13 @@ TK__ON_AVX2 static void tk__e4m3_to_f16c(float *restrict d, const uint8_t *restr
     for (; i < n; i++)
         d[i] = tk__e4m3_to(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__e4m3_to_f16c, float, uint8_t)
 
 /* The same on the AVX-512 path, sixteen bytes a step: the eight-lane loop
  * read up to 1.26 times a memcpy of the destination on an AVX-512 Intel
  * Xeon, bound by its arithmetic. */
-TK__ON_AVX512 static void tk__e4m3_to_512(float *restrict d, const uint8_t *restrict s,
-                                          size_t n, bool nt)
+TK__ON_AVX512 static inline void tk__e4m3_to_512_by(float *restrict d, const uint8_t *restrict s,
+                                                    size_t n, bool nt)
 {
     const __m512 scale = _mm512_set1_ps(0x1p8f);
     const __m512i quiet = _mm512_set1_epi32(0x7FC00000), low7 = _mm512_set1_epi32(0x7F);
@@ -493,13 +517,14 @@ TK__ON_AVX512 static void tk__e4m3_to_512(float *restrict d, const uint8_t *rest
         f = _mm512_mask_mov_epi32(_mm512_or_si512(f, neg), nan, _mm512_or_si512(neg, quiet));
         tk__put_512(d + i, f, nt);
     }
-    tk__e4m3_to_f16c(d + i, s + i, n - i, nt);
+    tk__e4m3_to_f16c_by(d + i, s + i, n - i, nt);
 }
+TK__BOTH(TK__ON_AVX512, tk__e4m3_to_512, float, uint8_t)
 
 /* bfloat16 -> f32 on the AVX-512 and AVX2 paths: each code shifted to the
  * top of its lane. */
-TK__ON_AVX512 static void tk__bf16_to_512(float *restrict d, const uint16_t *restrict s,
-                                          size_t n, bool nt)
+TK__ON_AVX512 static inline void tk__bf16_to_512_by(float *restrict d, const uint16_t *restrict s,
+                                                    size_t n, bool nt)
 {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -510,27 +535,32 @@ TK__ON_AVX512 static void tk__bf16_to_512(float *restrict d, const uint16_t *res
     for (; i < n; i++)
         d[i] = tk__bf16_to(s[i]);
 }
+TK__BOTH(TK__ON_AVX512, tk__bf16_to_512, float, uint16_t)
 
-TK__ON_AVX2 static void tk__bf16_to_256(float *restrict d, const uint16_t *restrict s,
-                                        size_t n, bool nt)
+TK__ON_AVX2 static inline void tk__bf16_to_256_by(float *restrict d, const uint16_t *restrict s,
+                                                  size_t n, bool nt)
 {
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        tk__ahead(s + i, 16, nt);
-        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        tk__put_256(d + i, _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16), nt);
+    for (; i + 16 <= n; i += 16) {   /* one load, then both stores */
+        tk__ahead(s + i, 32, nt);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        __m256i lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16),
+                hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16);
+        tk__put_256(d + i, lo, nt);
+        tk__put_256(d + i + 8, hi, nt);
     }
     for (; i < n; i++)
         d[i] = tk__bf16_to(s[i]);
 }
+TK__BOTH(TK__ON_AVX2, tk__bf16_to_256, float, uint16_t)
 
 /* The loop of the path in use: on the x86 paths the AVX-512 one (a512)
  * where there is one, else the AVX2 one (a256, with F16C), with nt as
  * above; on the portable path the compiled one, which has no nt (tk__bulk
  * asks for none there). */
 #define TK__X86_OR(a512, a256, loop, d, s, n, nt)                                  \
-    (tk__isa() == TK__ISA_AVX512 ? a512(d, s, n, nt)                               \
-     : tk__isa() == TK__ISA_AVX2 ? a256(d, s, n, nt)                               \
+    (tk__isa() == TK__ISA_AVX512 ? (nt ? a512##_nt(d, s, n) : a512(d, s, n))        \
+     : tk__isa() == TK__ISA_AVX2 ? (nt ? a256##_nt(d, s, n) : a256(d, s, n))        \
                                  : loop(d, s, n))
 #else
 #define TK__X86_OR(a512, a256, loop, d, s, n, nt) loop(d, s, n)
