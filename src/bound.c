@@ -53,10 +53,26 @@ static double tk__gamma(double n, double u)
     return n * u < 1.0 ? n * u / (1.0 - n * u) : INFINITY;
 }
 
+/* The least magnitude that rounds (to nearest, ties to even) past a float
+ * dtype's largest number: to infinity, or for float8_e4m3fn, which has
+ * none, to NaN.  Its largest number, 448, is even, so a tie goes down. */
+static double tk__overflow_at(int dtype)
+{
+    switch (dtype) {
+    case TK_DTYPE_BF16: return 0x1.ffp127;
+    case TK_DTYPE_F16: return 65520.0;
+    case TK_DTYPE_F8E4M3FN: return nextafter(464.0, INFINITY);
+    case TK_DTYPE_F8E5M2: return 61440.0;
+    default: return 0x1.ffffffp127;   /* float32 */
+    }
+}
+
 /* The accumulation a bound is for: its unit roundoff, whether the products
- * are rounded, and whether the result is cast to a narrower output. */
+ * are rounded, whether the result is cast to a narrower output, and where
+ * the result (the accumulator's, or its cast) overflows. */
 typedef struct {
-    double u, eta, u_out, eta_out;
+    double u, eta, u_out, eta_out, top;
+    bool nan_over;        /* the output overflows to NaN (float8_e4m3fn) */
     bool rounded_products, cast;
     bool probabilistic;   /* the storage-dtype alternative: see tk__limits_of */
     bool mag32;           /* A's terms summed in f32 per KC block (tk__oracle_mag32) */
@@ -77,6 +93,8 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype, bool fl
     /* A product of two p-bit significands needs 2p bits. */
     r.rounded_products = reduce == TK__REDUCE_MATMUL && u_in * u_in < r.u;
     r.cast = !tk__dtype_holds(out_dtype, acc);
+    r.top = fmin(tk__overflow_at(acc), tk__overflow_at(out_dtype));
+    r.nan_over = out_dtype == TK_DTYPE_F8E4M3FN;
     return r;
 }
 
@@ -90,15 +108,16 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype, bool fl
  * tk__limits_of computes what is the same for every element of a case,
  * tk__bound_at the rest. */
 typedef struct {
-    double den, g, eta, g53, u_out, eta_out;
-    bool cast;
+    double den, g, eta, g53, u_out, eta_out, top;
+    bool cast, nan_over;
 } tk__limits;
 
 static tk__limits tk__limits_of(const tk__acc *r, int64_t k)
 {
     double n = (double)(k - 1) + (r->rounded_products ? 1.0 : 0.0);
     tk__limits l = {.g53 = tk__gamma((double)k, 0x1p-53), .eta = 2.0 * (double)k * r->eta,
-                    .u_out = r->u_out, .eta_out = r->eta_out, .cast = r->cast};
+                    .u_out = r->u_out, .eta_out = r->eta_out, .cast = r->cast,
+                    .top = r->top, .nan_over = r->nan_over};
     /* A64 is the float64 sum of the k exact |a b|: at most gamma_53(k - 1)
      * below their sum A (gamma_53(k) leaves room for this division).  With
      * mag32 it is the float64 sum of float32 sums of at most KC exact terms
@@ -111,10 +130,16 @@ static tk__limits tk__limits_of(const tk__acc *r, int64_t k)
     return l;
 }
 
-static inline double tk__bound_at(const tk__limits *l, double A64, double s)
+/* The bound before the output's cast. */
+static inline double tk__bound_sum(const tk__limits *l, double A64)
 {
     double A = A64 / l->den;
-    double b = l->g * A + l->eta + l->g53 * A;
+    return l->g * A + l->eta + l->g53 * A;
+}
+
+static inline double tk__bound_at(const tk__limits *l, double A64, double s)
+{
+    double b = tk__bound_sum(l, A64);
     double cast = b + (l->u_out * (fabs(s) + b) + l->eta_out);
     /* A mask, not a ternary, which gcc leaves as a branch in the loop. */
     uint64_t m = 0 - (uint64_t)l->cast;
@@ -125,7 +150,12 @@ static inline double tk__bound_at(const tk__limits *l, double A64, double s)
  * oracle's own cast (want) counts 0; where the oracle is NaN (NaN or Inf
  * inputs, or an output cast past its format) any NaN counts 0 and anything
  * else infinity; elsewhere a NaN counts infinity, and so does any other
- * difference where no finite bound exists (an infinite magnitude).  Never
+ * difference where no finite bound exists (an infinite magnitude).  An
+ * overflow (Inf of the sum's side, or float8_e4m3fn's NaN) counts the
+ * least error that reaches it over the bound before the cast, b:
+ * (top - s) / b for +Inf, (top + s) / b for -Inf, where top is the least
+ * magnitude that overflows (l->top): a sum within the bound may lie past
+ * it where the oracle's lies below, and its cast overflows.  Never
  * NaN (a finite bound is at least 2 k eta > 0, k >= 1), so the bits of two
  * ratios order like them.  The cases are chosen by masks, not branches, so
  * that the loops over it vectorize: the division runs on every element and
@@ -135,11 +165,23 @@ static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, doubl
                                  double A64, double *bound)
 {
     const uint64_t inf = 0x7FF0000000000000u, abs = ~(1ull << 63);
-    double b = tk__bound_at(l, A64, s);
+    double b = tk__bound_at(l, A64, s), b_sum = tk__bound_sum(l, A64);
     uint64_t r = tk__f64_bits(fabs((double)c - s) / b);
     uint64_t c_nan = 0 - (uint64_t)((tk__f32_bits(c) & 0x7FFFFFFFu) > 0x7F800000u);
-    uint64_t m = c_nan | (0 - (uint64_t)((tk__f64_bits(b) & abs) >= inf));
+    uint64_t no_b = 0 - (uint64_t)((tk__f64_bits(b) & abs) >= inf);
+    uint64_t m = c_nan | no_b;
     r = (r & ~m) | (inf & m);
+    /* The overflows, where r is infinity: the nearer side's ratio wins.
+     * (Signed minima: the bits are a non-negative double's, and AVX2 has
+     * no unsigned 64-bit compare.) */
+    uint64_t over_nan = c_nan & (0 - (uint64_t)l->nan_over);
+    uint64_t up = ((0 - (uint64_t)(tk__f32_bits(c) == 0x7F800000u)) | over_nan) & ~no_b,
+             down = ((0 - (uint64_t)(tk__f32_bits(c) == 0xFF800000u)) | over_nan) & ~no_b;
+    int64_t r_up = (int64_t)((tk__f64_bits(fmax(l->top - s, 0.0) / b_sum) & up) | (inf & ~up)),
+            r_down = (int64_t)((tk__f64_bits(fmax(l->top + s, 0.0) / b_sum) & down) |
+                               (inf & ~down));
+    r_up = r_down < r_up ? r_down : r_up;
+    r = r_up < (int64_t)r ? (uint64_t)r_up : r;
     r &= ~(0 - (uint64_t)(tk__f32_bits(c) == tk__f32_bits(want)));
     m = (0 - (uint64_t)((tk__f32_bits(want) & 0x7FFFFFFFu) > 0x7F800000u)) |
         (0 - (uint64_t)((tk__f64_bits(s) & abs) > inf));

@@ -515,6 +515,71 @@ Test(bound, an_overflow_of_float32_itself_is_not_named)
     tk_kernel_destroy(k);
 }
 
+/* The float32 value *user, cast to the output's dtype, in every element. */
+static int constant_cast(void *user, const tk_matrix *const *in, tk_matrix *out)
+{
+    (void)in;
+    for (int64_t i = 0; i < tk_matrix_rows(out); i++) {
+        unsigned char *at = (unsigned char *)tk_matrix_data(out) +
+                            i * tk_dtype_size(tk_matrix_dtype(out));
+        if (tk_dtype_from_f32_n(tk_matrix_dtype(out), at, user, 1) != TK_OK)
+            return 1;
+    }
+    return 0;
+}
+
+/* A sum whose bound reaches past the output's largest number may be cast
+ * to its overflow (Inf on the sum's side, float8_e4m3fn's NaN) where the
+ * oracle's cast is finite: 2^30 - 2^30 makes the bound of a row sum near
+ * 65520 or 464 (the least magnitudes that overflow float16 and e4m3fn) a
+ * few hundred.  Its ratio is the least error that reaches the overflow
+ * over the bound before the cast, less than the bound reported, which
+ * includes the cast's.  Where the bound does not reach, or on the other
+ * side, or a NaN where the format has Inf, the case fails. */
+Test(bound, an_overflow_within_the_bound_passes)
+{
+    static const struct {
+        int out;
+        float sum, big, cand;
+        double top;
+        bool passes;
+    } cases[] = {
+        {TK_DTYPE_F16, 65519.0f, 0x1p30f, INFINITY, 65520.0, true},
+        {TK_DTYPE_F16, -65519.0f, 0x1p30f, -INFINITY, 65520.0, true},
+        {TK_DTYPE_F16, 65519.0f, 0x1p30f, -INFINITY, 65520.0, false},
+        {TK_DTYPE_F16, 65519.0f, 0x1p30f, NAN, 65520.0, false},
+        {TK_DTYPE_F16, 65000.0f, 1.0f, INFINITY, 65520.0, false},
+        {TK_DTYPE_F8E4M3FN, 463.5f, 0x1p30f, NAN, 464.0, true},
+        {TK_DTYPE_F8E4M3FN, -463.5f, 0x1p30f, NAN, 464.0, true},
+        {TK_DTYPE_F8E4M3FN, 400.0f, 1.0f, NAN, 464.0, false},
+        {TK_DTYPE_F8E5M2, 61300.0f, 0x1p30f, INFINITY, 61440.0, true},
+    };
+    tk_kernel *k;
+    cr_assert_eq(tk_kernel_row_sum(&k), TK_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float x[3] = {cases[c].sum, cases[c].big, -cases[c].big};
+        const float *orig[1] = {x};
+        tk_audit *a;
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, constant_cast, (void *)&cases[c].cand), TK_OK);
+        cr_assert_eq(tk_audit_add_reduction_case(a, TK_DTYPE_F32, cases[c].out, 1, 3, 1, orig),
+                     TK_OK);
+        int rc = tk_audit_run(a);
+        double ratio = res(a, 0, TK_AUDIT_BOUND_RATIO), bound = res(a, 0, TK_AUDIT_BOUND);
+        cr_assert_eq(rc, cases[c].passes ? TK_OK : TK_EMISMATCH, "case %zu: ratio %g: %s", c,
+                     ratio, tk_last_error_message());
+        cr_assert_eq(res(a, 0, TK_AUDIT_PASSED), cases[c].passes, "case %zu", c);
+        double least = (cases[c].top - fabs((double)cases[c].sum)) / bound;
+        if (cases[c].passes)
+            cr_assert(ratio > least && ratio <= 1.0, "case %zu: ratio %g, least %g", c, ratio,
+                      least);
+        else if (!isnan(cases[c].cand) || cases[c].out == TK_DTYPE_F8E4M3FN)
+            cr_assert(ratio > 1.0, "case %zu: ratio %g", c, ratio);
+        tk_audit_destroy(a);
+    }
+    tk_kernel_destroy(k);
+}
+
 Test(bound, nan_and_inf_are_judged_not_skipped)
 {
     tk_kernel *k;

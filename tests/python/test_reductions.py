@@ -323,6 +323,32 @@ def test_the_bound_is_gamma_k_minus_1_sum_abs_plus_the_cast(scale):
             assert bound > lo * (1 + 1e-6)
 
 
+def test_a_float32_sum_past_float16s_largest_number_within_the_bound_passes():
+    # A sequential float32 row sum (the contract's accumulation) that lands
+    # on 65520 or above, where float16 overflows, while the exact sum lies
+    # below: the cast is Inf where the oracle's is 65504, and the case
+    # passes, the error that reaches 65520 within the bound.
+    rng = np.random.default_rng(0)
+    x = 16 + 4 * rng.standard_normal((400, 4096))
+    x = f32(x * (65519.97 / x.sum(axis=1, keepdims=True)))
+    exact = x.sum(axis=1, dtype=np.float64)
+    seq = np.cumsum(x, axis=1, dtype=np.float32)[:, -1]
+    rows = np.flatnonzero((exact < 65520) & (seq >= 65520))
+    assert rows.size, "no row of this data overflows float16 only in float32"
+    data = x[rows[:4]]
+
+    def row_sum(v):
+        with np.errstate(over="ignore"):
+            return np.cumsum(v, axis=1, dtype=np.float32)[:, -1:].astype(np.float16)
+
+    a = tk.Audit(tk.Kernel.row_sum(), row_sum)
+    a.add_reduction_case("float32", [data], out_dtype="float16")
+    assert a.run(), a.result(0)
+    r = a.result(0)
+    assert np.isinf(row_sum(data)).all()
+    assert 0.0 < r.bound_ratio <= 1.0
+
+
 def test_bad_input_is_refused_clearly():
     for accum in ("int32", "float8_e4m3fn"):
         with pytest.raises(tk.InvalidArgumentError, match=f"'{accum}' is not one of "
