@@ -111,6 +111,10 @@ static int tk__kernel_admit(const void *h, int param, int64_t value)
     if (param == TK_KERNEL_ACCUM && !k->reduce)
         return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
                         "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
+    if (param == TK_KERNEL_BODY && k->reduce)
+        return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_BODY is for elementwise "
+                        "contracts; a reduction (tk_kernel_matmul, tk_kernel_row_sum) has no "
+                        "body to call");
     if (param == TK_KERNEL_ACCUM && value != TK_DTYPE_F32 && value != TK_DTYPE_BF16 &&
         value != TK_DTYPE_F16)
         return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (%s): a "
