@@ -114,6 +114,7 @@ class Matrix(_ffi.Handle):
     @classmethod
     def create(cls, dtype: DtypeLike, rows: int, cols: int) -> "Matrix":
         """A new matrix of rows x cols (contents unspecified)."""
+        rows, cols = _ffi.sizes("Matrix.create", rows, cols)
         return cls(_ffi.new_handle(lib.tk_matrix_create, dtype_code(dtype), rows, cols))
 
     @classmethod
@@ -159,11 +160,11 @@ class Matrix(_ffi.Handle):
         """A new matrix holding float32 data represented in dtype (round to
         nearest even, as ml_dtypes casts)."""
         src = np.asarray(array)
-        if src.dtype != np.float32:
+        if src.dtype.newbyteorder("=") != np.float32:   # either byte order
             raise errors.DtypeError(f"from_f32 takes float32 data, not {src.dtype}")
         if src.ndim != 2:
             raise errors.ShapeError(f"a 2-D array is needed, not shape {src.shape}")
-        src = np.ascontiguousarray(src)
+        src = _f32(src)
         return cls(_ffi.new_handle(lib.tk_matrix_from_f32, dtype_code(dtype),
                                    src.shape[0], src.shape[1],
                                    src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
@@ -275,9 +276,13 @@ def _f32(x):
 
 
 def _contiguous(x, dtype=None):
-    """x as np.ascontiguousarray gives it, and aligned to its element size,
-    as the bulk conversions take it (a view off that alignment is copied)."""
-    return np.require(np.ascontiguousarray(x, dtype=dtype), requirements="A")
+    """x as np.ascontiguousarray gives it, in the machine's byte order and
+    aligned to its element size, as the bulk conversions take it (a view
+    off that alignment, or big-endian, is copied, its values kept)."""
+    a = np.ascontiguousarray(x, dtype=dtype)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return np.require(a, requirements="A")
 
 
 def bf16_from_f32(x):

@@ -27,6 +27,7 @@ class Tiling(_ffi.Handle):
 
     def __init__(self, rows: int, cols: int, block_rows: int, block_cols: int,
                  tail: str = "mask"):
+        _ffi.sizes("Tiling", rows, cols, block_rows, block_cols)
         super().__init__(_ffi.new_handle(lib.tk_tiling_create, rows, cols, block_rows,
                                          block_cols))
         self.tail = tail

@@ -75,6 +75,20 @@ def test_conversions_take_arrays_off_their_alignment(dtype):
     assert same_bits(tk.from_f32(fview, dtype), x)
 
 
+@pytest.mark.parametrize("dtype", SMALL + [np.dtype(ml_dtypes.bfloat16)], ids=str)
+def test_conversions_take_big_endian_arrays(dtype):
+    """Byte order is a layout, not a value: every converter takes either."""
+    x = data((3, 5), dtype, 4)
+    f = x.astype(np.float32)
+    big = f.astype(">f4")
+    assert same_bits(tk.from_f32(big, dtype), x)
+    with tk.Matrix.from_f32(big, dtype) as m:
+        assert same_bits(m.to_numpy(), x)
+    if x.dtype.itemsize > 1:
+        assert np.array_equal(tk.to_f32(x.astype(x.dtype.newbyteorder(">"))).view(np.uint32),
+                              f.view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", SMALL, ids=str)
 def test_npy_both_ways(dtype, tmp_path):
     x = data((6, 9), dtype, 2)

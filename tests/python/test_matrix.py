@@ -135,6 +135,10 @@ def test_from_f32_represents_and_create_allocates():
         assert (m.dtype, m.shape) == ("int32", (3, 5))
     with pytest.raises(tk.DtypeError, match="float64"):
         tk.Matrix.create("float64", 1, 1)
+    with pytest.raises(tk.InvalidArgumentError, match="a size must be an integer, not True"):
+        tk.Matrix.create("float32", True, 3)
+    with pytest.raises(tk.InvalidArgumentError, match="Tiling: a size must be"):
+        tk.Tiling(8, 128, 8, True)
 
 
 def test_close_is_idempotent_and_a_closed_matrix_says_so():
