@@ -109,7 +109,7 @@ run: examples
 	$(B)/examples/audit
 
 check: deps
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory -j2 tests
 	@tools/check "$(B)" "$(L)" "$(TESTS)"
 
 deps:
@@ -135,25 +135,31 @@ sanitize:
 	    tools/check build/san build/san/lib "$(patsubst $(B)/%,build/san/%,$(TESTS))" --tests-only
 
 clang-build:
-	@$(MAKE) --no-print-directory CC=clang B=build/clang L=build/clang/lib all
+	@$(MAKE) --no-print-directory -j2 CC=clang B=build/clang L=build/clang/lib all
 
 # The main job, the worked calls and a fast subset of the suites under
 # valgrind: no error, nothing definitely or indirectly lost.  test_alloc
 # keeps its own malloc (valgrind's would bypass it), so that the failure
-# paths it forces run under memcheck too.
+# paths it forces run under memcheck too.  The runs are independent and go
+# two at a time (the CI machine's two cores), the longest first.
 VALGRIND = valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect \
     --error-exitcode=1 --trace-children=yes
+VALGRIND_RUNS := $(addprefix valgrind-,test_alloc test_call test_core test_compare audit call)
 valgrind: tests
 	@mkdir -p $(B)/valgrind
+	@$(MAKE) --no-print-directory -j2 $(VALGRIND_RUNS)
+valgrind-audit:
 	cd $(B)/valgrind && $(VALGRIND) $(abspath $(B))/examples/audit $(abspath tests/fixtures) >audit.log
+valgrind-call:
 	$(VALGRIND) $(B)/examples/call >$(B)/valgrind/call.log
-	@for t in test_core test_call test_compare; do \
-	    $(VALGRIND) $(B)/tests/$$t --jobs 1 || exit 1; done
+valgrind-test_alloc:
 	$(VALGRIND) --soname-synonyms=somalloc=nouserintercepts $(B)/tests/test_alloc --jobs 1
+valgrind-test_%:
+	$(VALGRIND) $(B)/tests/test_$* --jobs 1
 
 # libFuzzer harnesses (clang), each run FUZZ_SECONDS after replaying the
-# kept crashers in tests/fuzz/regressions; the .npy corpus starts from the
-# fixtures.
+# kept crashers in tests/fuzz/regressions, two at a time; the .npy corpus
+# starts from the fixtures.
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 FUZZERS := $(patsubst tests/fuzz/%.c,build/fuzz/bin/%,$(sort $(wildcard tests/fuzz/*.c)))
@@ -162,23 +168,24 @@ build/fuzz/bin/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(HDR)
 	clang $(ALL_CFLAGS) -fsanitize=fuzzer,address,undefined -O1 -g -o $@ $< \
 	    build/fuzz/lib/libtilekern.a $(LDLIBS)
 fuzz:
-	@$(MAKE) --no-print-directory CC=clang B=build/fuzz L=build/fuzz/lib \
+	@$(MAKE) --no-print-directory -j2 CC=clang B=build/fuzz L=build/fuzz/lib \
 	    SANFLAGS="$(FUZZ_SAN)" CFLAGS="-O1 -g" build/fuzz/lib/libtilekern.a
-	@$(MAKE) --no-print-directory $(FUZZERS)
-	@for f in $(FUZZERS); do name=$$(basename $$f); \
-	    mkdir -p build/fuzz/corpus-$$name; \
-	    [ $$name = npy ] && cp tests/fixtures/*.npy build/fuzz/corpus-$$name/; \
-	    for r in tests/fuzz/regressions/$$name-*; do [ -f "$$r" ] || continue; \
-	        $$f "$$r" >/dev/null 2>&1 || { echo "fuzz: $$r crashes $$name again"; exit 1; }; done; \
-	    echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
-	    $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/fuzz/$$name- \
-	        build/fuzz/corpus-$$name >build/fuzz/$$name.log 2>&1 || \
-	        { tail -40 build/fuzz/$$name.log; echo "fuzz: $$name found a crash (above)"; exit 1; }; \
-	    grep -E "^Done" build/fuzz/$$name.log | tail -1; done
+	@$(MAKE) --no-print-directory -j2 $(FUZZERS)
+	@$(MAKE) --no-print-directory -j2 $(patsubst build/fuzz/bin/%,fuzz-%,$(FUZZERS))
+fuzz-%: build/fuzz/bin/%
+	@f=$<; name=$*; mkdir -p build/fuzz/corpus-$$name; \
+	[ $$name = npy ] && cp tests/fixtures/*.npy build/fuzz/corpus-$$name/; \
+	for r in tests/fuzz/regressions/$$name-*; do [ -f "$$r" ] || continue; \
+	    $$f "$$r" >/dev/null 2>&1 || { echo "fuzz: $$r crashes $$name again"; exit 1; }; done; \
+	echo "fuzz: $$name for $(FUZZ_SECONDS) s"; \
+	$$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/fuzz/$$name- \
+	    build/fuzz/corpus-$$name >build/fuzz/$$name.log 2>&1 || \
+	    { tail -40 build/fuzz/$$name.log; echo "fuzz: $$name found a crash (above)"; exit 1; }; \
+	echo "fuzz: $$name: $$(grep -E "^Done" build/fuzz/$$name.log | tail -1)"
 
 # Eight threads on shared and own handles under ThreadSanitizer: no reports.
 tsan:
-	@$(MAKE) --no-print-directory B=build/tsan L=build/tsan/lib SANFLAGS=-fsanitize=thread \
+	@$(MAKE) --no-print-directory -j2 B=build/tsan L=build/tsan/lib SANFLAGS=-fsanitize=thread \
 	    CFLAGS="-O1 -g" build/tsan/lib/libtilekern.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=thread -O1 -g -o build/tsan/threads tests/tsan/threads.c \
 	    build/tsan/lib/libtilekern.a -lpthread $(LDLIBS)
