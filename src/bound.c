@@ -177,9 +177,11 @@ static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, doubl
     uint64_t over_nan = c_nan & (0 - (uint64_t)l->nan_over);
     uint64_t up = ((0 - (uint64_t)(tk__f32_bits(c) == 0x7F800000u)) | over_nan) & ~no_b,
              down = ((0 - (uint64_t)(tk__f32_bits(c) == 0xFF800000u)) | over_nan) & ~no_b;
-    int64_t r_up = (int64_t)((tk__f64_bits(fmax(l->top - s, 0.0) / b_sum) & up) | (inf & ~up)),
-            r_down = (int64_t)((tk__f64_bits(fmax(l->top + s, 0.0) / b_sum) & down) |
-                               (inf & ~down));
+    double to_up = l->top - s, to_down = l->top + s;   /* (not fmax: it would not vectorize) */
+    to_up = to_up > 0.0 ? to_up : 0.0;
+    to_down = to_down > 0.0 ? to_down : 0.0;
+    int64_t r_up = (int64_t)((tk__f64_bits(to_up / b_sum) & up) | (inf & ~up)),
+            r_down = (int64_t)((tk__f64_bits(to_down / b_sum) & down) | (inf & ~down));
     r_up = r_down < r_up ? r_down : r_up;
     r = r_up < (int64_t)r ? (uint64_t)r_up : r;
     r &= ~(0 - (uint64_t)(tk__f32_bits(c) == tk__f32_bits(want)));
