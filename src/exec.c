@@ -16,17 +16,23 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* How far ahead tk__run_flat prefetches its inputs, in elements, and the
- * bytes of results it streams out between two rounds of prefetches (see
- * there; its run length is tk__flat_len's). */
+/* How far ahead tk__run_flat prefetches its inputs, in elements (see
+ * there; its run length is tk__flat_len's, the bytes of results it streams
+ * out between two rounds of prefetches tk__flat_piece's). */
 #define TK__AHEAD 512
-#define TK__PIECE 256
 
 /* Elements per body call of a custom body's flat run, by vendor (the
  * figures are in tk__run_flat): 256 on an Intel Xeon, 512 on an AMD EPYC. */
 static int64_t tk__flat_len(void)
 {
     return tk__tune() == TK__TUNE_AMD ? 512 : 256;
+}
+
+/* Bytes of a run's results streamed out between two rounds of prefetches:
+ * 256 on an Intel Xeon, the whole run on an AMD EPYC. */
+static size_t tk__flat_piece(void)
+{
+    return tk__tune() == TK__TUNE_AMD ? SIZE_MAX : 256;
 }
 
 /* The run length of a staged flat run, which fetches two runs ahead (on
@@ -500,12 +506,15 @@ static int tk__run_flat(const tk__exec *e)
          * 256 and 1.08-1.44 with 512; spread, 0.83-1.42 with 512 and up to
          * 1.75 with 256: tk__flat_len picks the run length by vendor.  (The
          * high readings were runs whose scratch malloc put off a cache
-         * line; on one, 0.84-0.92.) */
+         * line; on one, 0.84-0.92.)  On an AMD EPYC (Zen 3), in runs of one
+         * process taking turns, pieces of 256 bytes read 1.50-1.63 the
+         * built-in, the whole run at once 1.30-1.34 (with no prefetch
+         * 1.24-1.38, runs of 256 the same): tk__flat_piece. */
         char *d = (char *)tk__out_at(e, 0, at);
-        size_t bytes = (size_t)(w * es), off = 0;
+        size_t bytes = (size_t)(w * es), off = 0, piece = tk__flat_piece();
         size_t len = (64 - ((uintptr_t)d & 63)) & 63;   /* up to d's first whole line */
         int64_t ahead = at + reach, next = run < n - ahead ? run : n - ahead, b = 0;
-        for (len = len ? len : TK__PIECE; off < bytes; off += len, len = TK__PIECE) {
+        for (len = len ? len : piece; off < bytes; off += len, len = piece) {
             len = len < bytes - off ? len : bytes - off;
             tk__stream_copy(d + off, (const char *)out + off, len);
             for (; b < next && b < (int64_t)(off + len) / es; b += 64 / es) {   /* a line */
