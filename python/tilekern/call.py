@@ -128,6 +128,12 @@ class Call(_ffi.Handle):
 
     def _add(self, kind, spec):
         spec = BlockSpec(*spec)
+        for what in ("shape", "block"):
+            v = getattr(spec, what)
+            if np.ndim(v) != 1 or len(v) != 2:   # operands are matrices
+                raise errors.InvalidArgumentError(
+                    f"a BlockSpec's {what} is 2-D, (rows, cols), not {v!r}: give a "
+                    f"vector as (1, n) with a block of (1, b)")
         add = lib.tk_call_add_input if kind == _ffi.TK_CALL_INPUT else lib.tk_call_add_output
         affine = None
         if spec.index_map is not None and not callable(spec.index_map):
@@ -135,6 +141,9 @@ class Call(_ffi.Handle):
             if flat.dtype.kind not in "iu":   # a cast would truncate 1.5 to 1
                 raise errors.InvalidArgumentError(f"an affine index map holds integers, not "
                                                   f"{flat.dtype}: {spec.index_map!r}")
+            if flat.size and flat.dtype.kind == "u" and flat.max() >= 2**63:   # would wrap
+                raise errors.RangeError(f"an affine index map holds int64 values, not "
+                                        f"{flat.max()}: {spec.index_map!r}")
             flat = flat.astype(np.int64).ravel()
             if flat.size != 2 * (len(self.grid) + 1):
                 raise errors.InvalidArgumentError(
@@ -174,15 +183,16 @@ class Call(_ffi.Handle):
 
     def _io(self, inputs, outputs):
         mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
-        if outputs is None:
-            outputs = [np.empty(s.shape, numpy_dtype(dtype_code(s.dtype)))
+        if outputs is None:   # NaN where no step writes, as in a block never initialized
+            outputs = [np.full(s.shape, np.nan, numpy_dtype(dtype_code(s.dtype)))
                        for s in self.out_specs]
         outs = [as_matrix(o, f"output {j}") for j, o in enumerate(outputs)]
         return mats, outs, outputs
 
     def run(self, inputs: Sequence, outputs: Optional[Sequence] = None) -> list:
         """Run the grid over inputs (numpy arrays or Matrix objects) into
-        outputs (allocated from out_specs when None); returns the outputs."""
+        outputs (allocated from out_specs when None, NaN where no step
+        writes); returns the outputs."""
         mats, outs, result = self._io(inputs, outputs)
         with _ffi.CallbackGuard():
             lib.tk_call_run(self, len(mats), _ffi.handle_array(mats), len(outs),

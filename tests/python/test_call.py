@@ -128,6 +128,35 @@ def test_an_output_never_initialized_is_nan():
     assert np.isnan(c.run([np.ones((8, 2), np.float32)])[0]).all()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float8_e4m3fn"])
+def test_output_blocks_no_step_maps_are_nan(dtype):
+    # One step writes block (0, 0) of four: the rest of a Call.run output
+    # is NaN, not what np.empty left there; given outputs keep their values.
+    c = tk.Call((1, 1), lambda s, x, o: np.multiply(x, 2, out=o),
+                [tk.BlockSpec((16, 16), (8, 8))], [tk.BlockSpec((16, 16), (8, 8), dtype=dtype)])
+    (out,) = c.run([np.ones((16, 16), np.float32)])
+    got = out.astype(np.float32)
+    assert (got[:8, :8] == 2).all()
+    got[:8, :8] = np.nan
+    assert np.isnan(got).all()
+    given = np.full((16, 16), 7, out.dtype)
+    c.run([np.ones((16, 16), np.float32)], [given])
+    assert (given.astype(np.float32)[8:] == 7).all()
+
+
+def test_a_block_spec_that_is_not_2d_is_named():
+    spec = tk.BlockSpec((16, 16), (8, 8))
+    for bad in [tk.BlockSpec((8,), (4,), lambda i: (0, i)),
+                tk.BlockSpec((2, 8, 8), (1, 8, 8), lambda i: (0, i))]:
+        with pytest.raises(tk.InvalidArgumentError, match=r"BlockSpec's shape is 2-D, "
+                                                          r"\(rows, cols\), not \("):
+            tk.Call((2,), lambda s, x, o: None, [bad], [spec])
+    with pytest.raises(tk.RangeError, match="int64 values, not 18446744073709551615"):
+        tk.Call((2, 2), lambda s, x, o: None, [spec],
+                [tk.BlockSpec((16, 16), (8, 8), np.array([[1, 0, 2**64 - 1], [0, 1, 0]],
+                                                         np.uint64))])
+
+
 def test_a_call_through_the_pipeline_simulator():
     M, N, K = 37, 260, 300
     x, y = ints((M, K), 10), ints((K, N), 11)
