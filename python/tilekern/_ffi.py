@@ -698,6 +698,20 @@ def path_arg(path):
     return os.fsencode(os.fspath(path))
 
 
+def check_writable(path, what):
+    """FileError unless the library's writer could put a file at path: for
+    a file written after long work, checked before it (the writer itself
+    still leaves the old file as it was if the write fails later)."""
+    p = os.fsdecode(os.fspath(path))
+    d = os.path.dirname(p) or "."
+    if not p or p.endswith(os.sep) or os.path.isdir(p):
+        raise errors.FileError(f"{what} {p!r} is not a path to a file")
+    if not os.path.isdir(d):
+        raise errors.FileError(f"{what} {p!r}: no directory {d!r}")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise errors.FileError(f"{what} {p!r}: the directory {d!r} is not writable")
+
+
 class Handle:
     """Owns one C handle: close() (idempotent), a context manager, and the
     Python objects of the handles it refers to (its parents) kept alive.

@@ -282,15 +282,43 @@ class Audit(_ffi.Handle):
     def write_report(self, path, format: Optional[str] = None) -> None:
         """The report of the last run as "text", "json" or "svg" (by default
         from the file's suffix: .txt, .json, .svg)."""
-        if format is None:
-            suffix = os.path.splitext(os.fsdecode(os.fspath(path)))[1].lower()
-            if suffix not in _SUFFIXES:
-                raise errors.InvalidArgumentError(
-                    f"no report format for suffix {suffix!r}; pass format= one of "
-                    f"{', '.join(REPORT_FORMATS)}")
-            format = _SUFFIXES[suffix]
-        code = _ffi.encode(format, REPORT_FORMATS, "report format")
+        code = _ffi.encode(_format_of(path, format), REPORT_FORMATS, "report format")
         lib.tk_audit_write_report(self, _ffi.path_arg(path), code)
+
+
+def _format_of(path, format):
+    if format is not None:
+        return format
+    suffix = os.path.splitext(os.fsdecode(os.fspath(path)))[1].lower()
+    if suffix not in _SUFFIXES:
+        raise errors.InvalidArgumentError(
+            f"no report format for suffix {suffix!r}; pass format= one of "
+            f"{', '.join(REPORT_FORMATS)}")
+    return _SUFFIXES[suffix]
+
+
+def _reports(report):
+    """The report paths of audit() and its kin, each one's format and
+    directory checked before the audit runs, so that a typo does not cost
+    the work."""
+    if report is None:
+        return []
+    paths = [report] if isinstance(report, (str, bytes, os.PathLike)) else list(report)
+    for path in paths:
+        _ffi.check_writable(path, "report")
+        _format_of(path, None)
+    return paths
+
+
+def _write_reports(a, result, paths):
+    """Write each report; a failure (after the checks, as a full disk)
+    carries the result, the work's, as its .result."""
+    try:
+        for path in paths:
+            a.write_report(path)
+    except errors.TilekernError as e:
+        e.result = result
+        raise
 
 
 @dataclass
@@ -346,10 +374,13 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     the original float32 inputs of a shape (default: standard normal draws
     from numpy.random.default_rng(seed)); every dtype of a shape uses the
     same originals.  report is a path, or a sequence of paths, written in
-    the format of each suffix; progress is as in Audit.set_progress."""
+    the format of each suffix (each suffix and directory checked before the
+    audit runs; a write that fails after it raises with the AuditResult as
+    the error's .result); progress is as in Audit.set_progress."""
     if contract is None:
         contract = Kernel.axpy(2.0)
     shapes = _shapes(shapes, 2, "rows, cols")
+    reports = _reports(report)
     rng = np.random.default_rng(seed)
     draw = originals or (lambda shape, n: [rng.standard_normal(shape, np.float32)
                                            for _ in range(n)])
@@ -360,9 +391,7 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
             a.add_case(dtype, data)
     passed = a.run()
     result = AuditResult(passed, a.results, a)
-    if report is not None:
-        for path in [report] if isinstance(report, (str, bytes, os.PathLike)) else report:
-            a.write_report(path)
+    _write_reports(a, result, reports)
     return result
 
 
@@ -383,6 +412,7 @@ def _shapes(shapes, rank, names):
 def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report, progress):
     shapes = _shapes(shapes, 1 + contract.n_inputs, "m, k, n" if contract.n_inputs == 2
                      else "m, k")
+    reports = _reports(report)
     rng = np.random.default_rng(seed)
     a = Audit(contract, candidate, progress)
     for shape in shapes:
@@ -394,9 +424,7 @@ def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, repor
             a.add_reduction_case(dtype, data, out_dtype)
     passed = a.run()
     result = AuditResult(passed, a.results, a)
-    if report is not None:
-        for path in [report] if isinstance(report, (str, bytes, os.PathLike)) else report:
-            a.write_report(path)
+    _write_reports(a, result, reports)
     return result
 
 

@@ -159,7 +159,9 @@ def benchmark(entries: Dict[str, Callable[[], object]], target: Optional[Device]
     """Benchmark each label -> callable of entries in turn on target
     (default the host); the first entry is the baseline of the speedups.
     sync applies to every entry (for JAX, "block_until_ready"); compile maps
-    labels to their compile callables; receipt is a path to write.  The
+    labels of entries to their compile callables; receipt is a path to
+    write (its directory checked before the run; a write that fails after
+    it raises with the results as the error's .results).  The
     boundary (what a sample includes) says one call per sample, and the
     sync, unless given."""
     target = target or Device.host()
@@ -167,13 +169,24 @@ def benchmark(entries: Dict[str, Callable[[], object]], target: Optional[Device]
                       + ("" if sync is None else
                          ", ended by the result's block_until_ready()"
                          if sync == "block_until_ready" else ", ended by a sync callable"))
+    unknown = set(compile or {}) - set(entries)
+    if unknown:   # a typo would leave an entry's compile untimed and unsaid
+        raise errors.InvalidArgumentError(f"compile names {sorted(unknown)!r}, which are not "
+                                          f"among the entries {list(entries)!r}")
+    if receipt is not None:
+        _ffi.check_writable(receipt, "receipt")
     b = Bench(target, **params)
     for label, fn in entries.items():
         b.add(label, fn, compile=(compile or {}).get(label), sync=sync)
     b.run()
+    results = {r.label: r for r in b.results}
     if receipt is not None:
-        b.write_receipt(receipt)
-    return {r.label: r for r in b.results}
+        try:
+            b.write_receipt(receipt)
+        except errors.TilekernError as e:   # the results survive a failed write
+            e.results = results
+            raise
+    return results
 
 
 def _doubles(x):

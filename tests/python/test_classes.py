@@ -161,6 +161,31 @@ def test_audit_classes_verdicts_and_reports(tmp_path):
         a.add_case("float32", [np.ones((1, 1), np.float32)])
 
 
+def test_report_and_receipt_paths_are_checked_before_the_work(tmp_path):
+    calls = []
+
+    def candidate(x, y):
+        calls.append(1)
+        return (np.float32(2) * x + y).astype(x.dtype)
+
+    for report, error, needle in [
+            (tmp_path / "r.csv", tk.InvalidArgumentError, "suffix '.csv'"),
+            (tmp_path / "no" / "r.json", tk.FileError, "no directory"),
+            ([tmp_path / "ok.json", tmp_path], tk.FileError, "not a path to a file")]:
+        with pytest.raises(error, match=needle):
+            tk.audit(candidate, shapes=[(8, 128)], report=report)
+        with pytest.raises(error, match=needle):
+            tk.audit_row_sum(lambda x: x.sum(axis=1, keepdims=True), shapes=[(8, 128)],
+                             report=report)
+    assert not calls and not (tmp_path / "ok.json").exists()
+    ran = []
+    with pytest.raises(tk.FileError, match="receipt"):
+        tk.benchmark({"a": lambda: ran.append(1)}, receipt=tmp_path / "no" / "r.json")
+    with pytest.raises(tk.InvalidArgumentError, match=r"compile names \['b'\]"):
+        tk.benchmark({"a": lambda: ran.append(1)}, compile={"b": lambda: None})
+    assert not ran
+
+
 def test_audit_permutation_check():
     x = np.random.default_rng(5).standard_normal((9, 129), np.float32)
     a = tk.Audit(tk.Kernel.axpy(2.0), lambda x, y: (np.float32(2) * x + y).astype(x.dtype))
