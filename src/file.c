@@ -88,6 +88,8 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
 {
     o->f = NULL;
     o->tmp[0] = '\0';
+    if (!*path)
+        return tk__fail(TK_EIO, "%s: the path is empty", fn);
     struct stat st;
     bool exists = stat(path, &st) == 0;
     if (!exists && errno != ENOENT)
@@ -97,6 +99,10 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
                         "file or a missing one is replaced", fn, path,
                         S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO"
                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "device" : "socket");
+    /* As open(O_WRONLY) would: renaming over it needs only the directory. */
+    if (exists && access(path, W_OK) != 0)
+        return tk__fail(TK_EIO, "%s: \"%s\" is not writable: %s; it is left as it was", fn,
+                        path, strerror(errno));
     /* Through a symlink, write the file it names, so the link stays. */
     char named[sizeof o->target];
     int linked = tk__follow(path, named, sizeof named);
@@ -104,12 +110,16 @@ int tk__out_open(tk__out *o, const char *fn, const char *path)
         return tk__fail(TK_EIO, "%s: cannot follow the symlink \"%s\" to the file it names "
                         "(too long a path, or too many links)", fn, path);
     const char *target = linked ? named : path;
-    if (strlen(target) + 18 > sizeof o->target)
+    if (strlen(target) >= sizeof o->target)
         return tk__fail(TK_EIO, "%s: the path \"%s\" is too long", fn, path);
     snprintf(o->target, sizeof o->target, "%s", target);
+    /* The temporary's name is short whatever the target's (a name of 250
+     * bytes and a suffix would pass NAME_MAX): .tk- and 16 hex digits. */
+    const char *slash = strrchr(o->target, '/');
+    int dir = slash ? (int)(slash - o->target) + 1 : 0;
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 16; tries++) {
-        snprintf(o->tmp, sizeof o->tmp, "%s.%016llx", o->target,
+        snprintf(o->tmp, sizeof o->tmp, "%.*s.tk-%016llx", dir, o->target,
                  (unsigned long long)tk__random());
         fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST)

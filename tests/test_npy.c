@@ -47,6 +47,18 @@ static const char *path_of(const char *name)
     return p;
 }
 
+/* Entries of the test's own directory, temporaries included. */
+static int entries(void)
+{
+    DIR *d = opendir(tdir);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
 static void write_bytes(const char *path, const void *buf, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -451,6 +463,47 @@ Test(npy, failed_saves_are_io_errors_naming_path_and_cause)
     tk_matrix_destroy(a);
 }
 
+/* A target the caller may not write is refused as open(O_WRONLY) would
+ * refuse it, though renaming over it needs only the directory (run as
+ * nobody in a child where the test runs as root, whom no permission stops);
+ * a name of 250 bytes takes a temporary under NAME_MAX; an empty path is
+ * named. */
+Test(npy, a_read_only_file_is_kept_a_long_name_saved_an_empty_path_named)
+{
+    tk_matrix *a = NULL;
+    tkt_expect_status(tk_matrix_create(&a, TK_DTYPE_F32, 2, 2), TK_OK);
+    memset(tk_matrix_data(a), 0, 16);
+    char name[251];
+    memset(name, 'n', 250);
+    name[250] = '\0';
+    tkt_expect_status(tk_matrix_save_npy(a, path_of(name)), TK_OK);
+    tkt_expect_status(tk_matrix_save_npy(a, ""), TK_EIO);
+    cr_assert(strstr(tk_last_error_message(), "the path is empty"), "%s",
+              tk_last_error_message());
+    const char *ro = path_of("ro.npy");
+    FILE *f = fopen(ro, "w");
+    fputs("old", f);
+    fclose(f);
+    cr_assert_eq(chmod(ro, 0444), 0);
+    cr_assert_eq(chmod(tdir, 0777), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) || setuid(65534)))
+            _exit(2);
+        int rc = tk_matrix_save_npy(a, ro);
+        _exit(rc == TK_EIO && strstr(tk_last_error_message(), "is not writable") ? 0 : 1);
+    }
+    int status = -1;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+    char text[8] = {0};
+    f = fopen(ro, "r");
+    cr_assert(f && fgets(text, sizeof text, f) && !strcmp(text, "old"));
+    fclose(f);
+    cr_assert_eq(entries(), 2, "a temporary remains");
+    tk_matrix_destroy(a);
+}
+
 /* Only a regular file, or a missing one, is replaced: a device is refused
  * and stays what it was. */
 Test(npy, a_device_is_refused_not_replaced)
@@ -500,18 +553,6 @@ Test(npy, concurrent_saves_of_one_path_all_succeed)
 }
 
 /* The files next to the target: how many names start with base. */
-static int siblings(const char *base)
-{
-    DIR *d = opendir(tdir);
-    cr_assert_not_null(d);
-    int n = 0;
-    size_t len = strlen(base);
-    for (struct dirent *e; (e = readdir(d));)
-        n += strncmp(e->d_name, base, len) == 0;
-    closedir(d);
-    return n;
-}
-
 /* A save that fails midway (RLIMIT_FSIZE: EFBIG) leaves the old file byte
  * for byte and no temporary; neither a planted symlink nor an unrelated
  * file at the old fixed name "<path>.tmp" is touched. */
@@ -548,7 +589,7 @@ Test(npy, failed_write_removes_the_partial_file)
     size_t na = fread(after, 1, sizeof after, f);
     fclose(f);
     cr_assert(na == nb && !memcmp(before, after, nb), "the old file changed");
-    cr_assert_eq(siblings("part.npy"), 2, "a temporary remains next to part.npy");
+    cr_assert_eq(entries(), 2, "a temporary remains next to part.npy");
     other = fopen(path_of("part.npy.tmp"), "r");
     char text[16] = {0};
     cr_assert(other && fgets(text, sizeof text, other) && !strcmp(text, "unrelated"));
