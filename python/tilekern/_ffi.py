@@ -710,6 +710,8 @@ def check_writable(path, what):
         raise errors.FileError(f"{what} {p!r}: no directory {d!r}")
     if not os.access(d, os.W_OK | os.X_OK):
         raise errors.FileError(f"{what} {p!r}: the directory {d!r} is not writable")
+    if os.path.exists(p) and not os.access(p, os.W_OK):   # as the writer refuses it
+        raise errors.FileError(f"{what} {p!r} is not writable")
 
 
 class Handle:
