@@ -207,12 +207,33 @@ int tk__kernel_threads(const tk_kernel *k)
 
 /* ---- validation (the seed's order and wording) --------------------------------- */
 
+/* floor(x / d) for d > 0. */
+static int64_t tk__floor_div(int64_t x, int64_t d)
+{
+    return x / d - (x % d < 0);
+}
+
+/* Whether two matrices share a byte: their spans first, then row by row
+ * (rows of two matrices interleaved in one buffer, as the two halves of a
+ * wider array, share none).  Row i of a, [lo, hi), meets row j of b where
+ * lo - wb < j sb - (pb - pa) < hi, in bytes from a's first. */
 static bool tk__overlap(const tk_matrix *a, const tk_matrix *b)
 {
-    const unsigned char *pa = a->data, *pb = b->data;
-    size_t na = (size_t)((a->rows - 1) * a->stride + a->cols) * (size_t)tk__esize(a->dtype);
-    size_t nb = (size_t)((b->rows - 1) * b->stride + b->cols) * (size_t)tk__esize(b->dtype);
-    return (uintptr_t)pa < (uintptr_t)pb + nb && (uintptr_t)pb < (uintptr_t)pa + na;
+    int64_t es = tk__esize(a->dtype), eb = tk__esize(b->dtype);
+    int64_t sa = a->stride * es, wa = a->cols * es, sb = b->stride * eb, wb = b->cols * eb;
+    int64_t na = (a->rows - 1) * sa + wa, nb = (b->rows - 1) * sb + wb;
+    int64_t off = (int64_t)((uintptr_t)b->data - (uintptr_t)a->data);
+    if (!(off < na && -off < nb))
+        return false;
+    for (int64_t i = 0; i < a->rows; i++) {
+        int64_t lo = i * sa - off, hi = lo + wa;   /* from b's first byte */
+        int64_t j0 = tk__floor_div(lo - wb, sb) + 1, j1 = -tk__floor_div(-hi, sb) - 1;
+        j0 = j0 > 0 ? j0 : 0;
+        j1 = j1 < b->rows - 1 ? j1 : b->rows - 1;
+        if (j0 <= j1)
+            return true;
+    }
+    return false;
 }
 
 int tk__kernel_validate(const char *fn, const tk_kernel *k, const tk_tiling *t,

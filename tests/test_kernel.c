@@ -507,6 +507,52 @@ Test(kernel, partial_overlap_is_refused)
     free(buf);
 }
 
+/* Matrices whose rows interleave in one buffer share no element: the two
+ * halves of a wider array, or alternate row groups, run; rows that meet
+ * across a row boundary are refused. */
+Test(kernel, interleaved_rows_that_share_nothing_run)
+{
+    enum { R = 16, C = 256 };
+    float *buf = malloc(R * 2 * C * sizeof *buf);
+    cr_assert_not_null(buf);
+    tk_tiling *t;
+    tk_kernel *k;
+    tkt_expect_status(tk_tiling_create(&t, R / 2, C / 2, 8, 128), TK_OK);
+    tkt_expect_status(tk_kernel_axpy(&k, 2.0f), TK_OK);
+    /* {x offset, out offset, stride} in floats, each R / 2 x C / 2. */
+    static const int64_t cases[][3] = {{0, C / 2, C}, {C / 2, 0, C}, {0, C, 2 * C},
+                                       {0, C + C / 2 + 72, 2 * C}};
+    for (int c = 0; c < 4; c++) {
+        tkt_fill(buf, R * 2 * C, 7);
+        tk_matrix *x, *out, *y = make(TK_DTYPE_F32, R / 2, C / 2, C / 2, 8);
+        tkt_expect_status(tk_matrix_wrap(&x, TK_DTYPE_F32, R / 2, C / 2, cases[c][2],
+                                         buf + cases[c][0]), TK_OK);
+        tkt_expect_status(tk_matrix_wrap(&out, TK_DTYPE_F32, R / 2, C / 2, cases[c][2],
+                                         buf + cases[c][1]), TK_OK);
+        const tk_matrix *in[] = {x, y};
+        if (c == 3) {   /* out's row i ends 72 floats into x's row i + 1 */
+            tkt_expect_status(tk_kernel_run(k, t, in, out), TK_ELAYOUT);
+        } else {
+            uint32_t *want = malloc(R / 2 * C / 2 * sizeof *want);
+            for (int64_t r = 0; r < R / 2; r++)
+                for (int64_t j = 0; j < C / 2; j++) {
+                    float v = 2.0f * buf[cases[c][0] + r * cases[c][2] + j] +
+                              ((const float *)tk_matrix_data(y))[r * C / 2 + j];
+                    memcpy(&want[r * C / 2 + j], &v, 4);
+                }
+            tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+            expect_bits(out, want, "interleaved rows");
+            free(want);
+        }
+        tk_matrix_destroy(out);
+        tk_matrix_destroy(x);
+        unmake(y);
+    }
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    free(buf);
+}
+
 /* ---- the seed's experiments --------------------------------------------------------- */
 
 struct perm {
