@@ -240,6 +240,14 @@ int tk_device_set(tk_device *d, int param, int64_t value)
     return tk__param_set(&s, d, param, value);
 }
 
+bool tk__device_known(const tk_device *d, int param, int64_t *value)
+{
+    int i = param - TK_DEVICE_ONCHIP_BYTES;
+    if (d->known[i])
+        *value = d->f[i];
+    return d->known[i];
+}
+
 int tk_device_get(const tk_device *d, int param, int64_t *value)
 {
     if (!d || !value)

@@ -512,6 +512,11 @@ void tk__out_abort(tk__out *o);
  * TK_ENOMEM where the C library ran out of memory, else TK_EIO. */
 int tk__open_status(int err);
 
+/* ---- devices (device.c) ---------------------------------------------- */
+
+/* tk_device_get's figure without a message where it is unknown: false. */
+bool tk__device_known(const tk_device *d, int param, int64_t *value);
+
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 
 /* Every derived size is computed and overflow-checked once at creation. */

@@ -689,7 +689,9 @@ static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
 }
 
 /* Blocks must be whole layout tiles, and every operand's slots must fit the
- * device's scoped on-chip limit, before anything runs. */
+ * device's on-chip limit, before anything runs: the scoped limit, or the
+ * memory itself where a limit set above it (a kernel's vmem_limit_bytes
+ * cannot make VMEM). */
 static int tk__layout(const tk_pipeline *p, const char *fn, int64_t *lr, int64_t *lc,
                       int64_t *limit)
 {
@@ -703,6 +705,9 @@ static int tk__layout(const tk_pipeline *p, const char *fn, int64_t *lr, int64_t
         snprintf(why, sizeof why, "%s", tk_last_error_message());
         return tk__fail(rc, "%s: %s", fn, why);
     }
+    int64_t memory;
+    if (tk__device_known(p->d, TK_DEVICE_ONCHIP_BYTES, &memory) && memory < *limit)
+        *limit = memory;
     return TK_OK;
 }
 
@@ -726,10 +731,13 @@ static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
     int rc = tk__layout(p, f->fn, &lr, &lc, &limit);
     if (rc)
         return rc;
-    if (br % lr || bc % lc)
+    /* Pallas's rule, as for a call's blocks (tk__fits_call). */
+    if ((br % lr && br != p->t->rows) || (bc % lc && bc != p->t->cols))
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: pipeline blocks must be multiples of "
-                        "(%lld,%lld), the \"%s\" layout tile: got %lldx%lld", (long long)lr,
-                        (long long)lc, tk_device_kind(p->d), (long long)br, (long long)bc);
+                        "(%lld,%lld), the \"%s\" layout tile, or span the matrix: got "
+                        "%lldx%lld over %lldx%lld", (long long)lr, (long long)lc,
+                        tk_device_kind(p->d), (long long)br, (long long)bc,
+                        (long long)p->t->rows, (long long)p->t->cols);
     if (!tk__onchip(p, f))
         return tk__fail(TK_EOVERFLOW, "tk_pipeline_run: on-chip bytes of %lldx%lld blocks "
                         "overflow", (long long)br, (long long)bc);
@@ -739,7 +747,7 @@ static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
     if (p->onchip > limit)
         return tk__fail(TK_ECAPACITY, "tk_pipeline_run: %d input(s) with %lld slot(s) in all "
                         "+ %lld output slot(s) of %lldx%lld %s blocks need %lld bytes, over "
-                        "the \"%s\" scoped on-chip limit of %lld", n, (long long)in_slots,
+                        "the \"%s\" on-chip limit of %lld", n, (long long)in_slots,
                         (long long)f->buffers[n], (long long)br, (long long)bc,
                         tk_dtype_name(dtype),
                         (long long)p->onchip, tk_device_kind(p->d), (long long)limit);
@@ -917,7 +925,7 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     if (acc)
         snprintf(accs, sizeof accs, " and %lld bytes of f32 accumulators", (long long)acc);
     return tk__fail(TK_ECAPACITY, "tk_pipeline_run_call: the slots of every operand%s need "
-                    "%lld bytes, over the \"%s\" scoped on-chip limit of %lld; the most, "
+                    "%lld bytes, over the \"%s\" on-chip limit of %lld; the most, "
                     "%lld bytes, are %s %d's %lld slot(s) of %lld", accs, (long long)p->onchip,
                     tk_device_kind(p->d), (long long)limit,
                     (long long)(f->buffers[big] * f->bytes[big]),

@@ -360,6 +360,15 @@ Test(pipeline, capacity_is_checked_first)
     tkt_expect_status(tk_pipeline_set(g.p, TK_PIPE_INPUT_BUFFERS, 2), TK_OK);
     tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_ECAPACITY);
     rig_close(&g);
+    /* A scoped limit set above VMEM (128 MiB on v5e) cannot make memory:
+     * 4096x8192 f32 blocks are 128 MiB a slot, and six need 768 MiB. */
+    rig_open(&g, "TPU v5 lite", TK_DTYPE_F32, 8, 128, 4096, 8192);
+    tkt_expect_status(tk_device_set(g.d, TK_DEVICE_ONCHIP_LIMIT_BYTES, INT64_C(1) << 40), TK_OK);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_ECAPACITY);
+    cr_assert(strstr(tk_last_error_message(), "on-chip limit of 134217728"), "%s",
+              tk_last_error_message());
+    expect_unchanged(&g, "over VMEM");
+    rig_close(&g);
 }
 
 /* A block may be far larger than its matrix: 2^62 f32 elements are more
@@ -386,6 +395,16 @@ Test(pipeline, blocks_must_be_layout_tiles)
               "%s", tk_last_error_message());
     cr_assert(strstr(tk_last_error_message(), "got 4x128"), "%s", tk_last_error_message());
     expect_unchanged(&g, "bad layout");
+    rig_close(&g);
+    /* A block that spans the matrix is laid out whatever its shape, as
+     * Pallas lays out a block equal to the array (the seed's 15x255). */
+    rig_open(&g, "TPU v4", TK_DTYPE_F32, 15, 255, 15, 255);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
+    expect_result(&g, "one block spanning 15x255");
+    rig_close(&g);
+    rig_open(&g, "TPU v4", TK_DTYPE_F32, 15, 256, 15, 128);
+    tkt_expect_status(tk_pipeline_run(g.p, g.in, g.out), TK_OK);
+    expect_result(&g, "15x128 blocks spanning 15 rows");
     rig_close(&g);
     /* The host takes any block, but models nothing until its figures are set. */
     rig_open(&g, NULL, TK_DTYPE_BF16, 16, 256, 4, 100);
