@@ -637,10 +637,11 @@ int tk_compare_format(const tk_compare *c, char *buf, size_t size)
             (long long)s->mismatches, (long long)s->elements, num[0]);
     tk__repr(c->atol, num[0]);
     tk__repr(c->rtol, num[1]);
+    bool fp8 = c->dtype == TK_DTYPE_F8E4M3FN || c->dtype == TK_DTYPE_F8E5M2;
     tk__put(text, sizeof text, &len, "tolerance: atol %s rtol %s%s", num[0], num[1],
-            c->atol == dflt_atol && c->rtol == dflt_rtol
-                ? " (torch.testing default for " : "");
-    if (c->atol == dflt_atol && c->rtol == dflt_rtol)
+            c->atol != dflt_atol || c->rtol != dflt_rtol ? ""
+            : fp8 ? " (tilekern's default for " : " (torch.testing default for ");
+    if (c->atol == dflt_atol && c->rtol == dflt_rtol)   /* torch has none for fp8 */
         tk__put(text, sizeof text, &len, "%s)", tk_dtype_name(c->dtype));
     if (c->max_ulp >= 0)
         tk__put(text, sizeof text, &len, ", max ULP %lld", (long long)c->max_ulp);

@@ -165,6 +165,11 @@ def test_compare_counts_ulps_of_the_dtype_and_prints_its_bits(dtype):
     assert cmp.results["mismatches"] == 1 and cmp.results["max_ulp_seen"] == 1
     width = 2 * dtype.itemsize
     assert f"(0x{int(bits[r, c]):0{width}x})" in cmp.format()
+    # torch.testing has defaults for float16, none for fp8: the label says whose.
+    whose = "torch.testing default" if dtype.itemsize == 2 else "tilekern's default"
+    dflt = tk.Compare(dtype.name)
+    dflt.run(y, x)
+    assert f"({whose} for {dtype.name})" in dflt.format()
 
 
 @pytest.mark.parametrize("dtype", SMALL, ids=str)
