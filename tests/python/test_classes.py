@@ -102,6 +102,12 @@ def test_pipeline_sweep_stats_trace_and_witnesses(tmp_path):
             assert s["padded_elements"] == 4096 and s["hazards"] == 0
             assert s["steps"] == t.tiles
             assert p.hazards == []
+            p.detect_races = False
+            p.run([x, x])
+            with pytest.raises(tk.StateError):   # not [], which reads as a clean run
+                p.hazards
+            p.detect_races = True
+            p.run([x, x])
             p.write_trace(tmp_path / "trace.json")
             trace = json.loads((tmp_path / "trace.json").read_text())
             assert trace["otherData"]["timing"] == "modeled, not measured"
