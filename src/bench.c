@@ -169,7 +169,7 @@ static void tk__bench_store(void *h, int param, int64_t value)
 int tk_bench_set(tk_bench *b, int param, int64_t value)
 {
     static const tk__settable s = {"tk_bench_set", "bench", TK__BENCH, tk__not_running, NULL,
-                                   tk__bench_store, offsetof(tk_bench, done)};
+                                   tk__bench_store, offsetof(tk_bench, done), NULL};
     return tk__param_set(&s, b, param, value);
 }
 

@@ -247,7 +247,7 @@ static void tk__call_store(void *h, int param, int64_t value)
 int tk_call_set(tk_call *c, int param, int64_t value)
 {
     static const tk__settable s = {"tk_call_set", "call", TK__CALL, tk__not_running, NULL,
-                                   tk__call_store, offsetof(tk_call, ran)};
+                                   tk__call_store, offsetof(tk_call, ran), NULL};
     return tk__param_set(&s, c, param, value);
 }
 

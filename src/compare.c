@@ -447,7 +447,7 @@ static void tk__compare_store(void *h, int param, int64_t value)
 int tk_compare_set(tk_compare *c, int param, int64_t value)
 {
     static const tk__settable s = {"tk_compare_set", "comparison", TK__COMPARE, NULL, NULL,
-                                   tk__compare_store, offsetof(tk_compare, ran)};
+                                   tk__compare_store, offsetof(tk_compare, ran), NULL};
     return tk__param_set(&s, c, param, value);
 }
 

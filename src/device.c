@@ -236,7 +236,7 @@ static void tk__device_store(void *h, int param, int64_t value)
 int tk_device_set(tk_device *d, int param, int64_t value)
 {
     static const tk__settable s = {"tk_device_set", "device", TK__DEVICE, NULL, NULL,
-                                   tk__device_store, -1};
+                                   tk__device_store, -1, NULL};
     return tk__param_set(&s, d, param, value);
 }
 

@@ -39,6 +39,9 @@ typedef struct tk__settable {
     void (*store)(void *h, int param, int64_t value);
     ptrdiff_t results;      /* offset of the handle's bool "the last run's
                                results are readable", or -1: none kept */
+    /* TK_EINVAL where the parameter has no meaning for this handle, before
+     * its value is looked at (NULL: every parameter applies). */
+    int (*applies)(const void *h, int param);
 } tk__settable;
 
 /* A run of k (its own, a pipeline's or an audit's) holds it for its length

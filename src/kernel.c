@@ -105,16 +105,29 @@ tk__pool *tk__kernel_pool(const tk_kernel *k)
     return ((const struct tk__kernel_box *)k)->pool;
 }
 
+/* The accumulation is a reduction's, the body kind an elementwise
+ * contract's: asked of the other kind, tk_kernel_set and tk_kernel_get
+ * fail whatever the value. */
+static int tk__kernel_applies(const char *fn, const tk_kernel *k, int param)
+{
+    if (param == TK_KERNEL_ACCUM && !k->reduce)
+        return tk__fail(TK_EINVAL, "%s: TK_KERNEL_ACCUM is for reduction contracts "
+                        "(tk_kernel_matmul, tk_kernel_row_sum)", fn);
+    if (param == TK_KERNEL_BODY && k->reduce)
+        return tk__fail(TK_EINVAL, "%s: TK_KERNEL_BODY is for elementwise contracts; a "
+                        "reduction (tk_kernel_matmul, tk_kernel_row_sum) has no body to call",
+                        fn);
+    return TK_OK;
+}
+
+static int tk__kernel_set_applies(const void *h, int param)
+{
+    return tk__kernel_applies("tk_kernel_set", h, param);
+}
+
 static int tk__kernel_admit(const void *h, int param, int64_t value)
 {
     const tk_kernel *k = h;
-    if (param == TK_KERNEL_ACCUM && !k->reduce)
-        return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_ACCUM is for reduction "
-                        "contracts (tk_kernel_matmul, tk_kernel_row_sum)");
-    if (param == TK_KERNEL_BODY && k->reduce)
-        return tk__fail(TK_EINVAL, "tk_kernel_set: TK_KERNEL_BODY is for elementwise "
-                        "contracts; a reduction (tk_kernel_matmul, tk_kernel_row_sum) has no "
-                        "body to call");
     if (param == TK_KERNEL_ACCUM && value != TK_DTYPE_F32 && value != TK_DTYPE_BF16 &&
         value != TK_DTYPE_F16)
         return tk__fail(TK_EDTYPE, "tk_kernel_set: TK_KERNEL_ACCUM %lld (%s): a "
@@ -169,7 +182,8 @@ static int tk__kernel_busy(const char *fn, const void *h)
 int tk_kernel_set(tk_kernel *k, int param, int64_t value)
 {
     static const tk__settable s = {"tk_kernel_set", "kernel", TK__KERNEL, tk__kernel_busy,
-                                   tk__kernel_admit, tk__kernel_store, -1};
+                                   tk__kernel_admit, tk__kernel_store, -1,
+                                   tk__kernel_set_applies};
     return tk__param_set(&s, k, param, value);
 }
 
@@ -177,6 +191,9 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
 {
     if (!k || !value)
         return tk__fail(TK_EINVAL, "tk_kernel_get: %s is NULL", !k ? "kernel" : "value");
+    int rc = tk__kernel_applies("tk_kernel_get", k, param);
+    if (rc)
+        return rc;
     switch (param) {
     case TK_KERNEL_BODY: *value = k->body_kind; return TK_OK;
     case TK_KERNEL_INPUTS: *value = k->n_inputs; return TK_OK;
@@ -184,12 +201,7 @@ int tk_kernel_get(const tk_kernel *k, int param, int64_t *value)
     case TK_KERNEL_UNDO: *value = k->undo; return TK_OK;
     case TK_KERNEL_THREADS: *value = k->threads; return TK_OK;
     case TK_KERNEL_THREAD_SAFE: *value = k->thread_safe; return TK_OK;
-    case TK_KERNEL_ACCUM:
-        if (!k->reduce)
-            return tk__fail(TK_EINVAL, "tk_kernel_get: TK_KERNEL_ACCUM is for reduction "
-                            "contracts");
-        *value = k->accum;
-        return TK_OK;
+    case TK_KERNEL_ACCUM: *value = k->accum; return TK_OK;
     default:
         return tk__fail(TK_EINVAL, "tk_kernel_get: unknown parameter %d", param);
     }

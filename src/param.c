@@ -94,6 +94,8 @@ int tk__param_set(const tk__settable *s, void *h, int param, int64_t value)
                         s->noun);
     if (!tk__params[i].writable)
         return tk__fail(TK_EINVAL, "%s: %s is read-only", s->fn, tk__params[i].name);
+    if (s->applies && (rc = s->applies(h, param)))
+        return rc;
     if (value < tk__params[i].lo || value > tk__params[i].hi)
         return tk__fail(TK_ERANGE, "%s: %s = %lld is outside [%lld, %lld]", s->fn,
                         tk__params[i].name, (long long)value,

@@ -178,7 +178,7 @@ int tk_pipeline_set(tk_pipeline *p, int param, int64_t value)
 {
     static const tk__settable s = {"tk_pipeline_set", "pipeline", TK__PIPELINE,
                                    tk__not_running, NULL, tk__pipeline_store,
-                                   offsetof(tk_pipeline, ran)};
+                                   offsetof(tk_pipeline, ran), NULL};
     return tk__param_set(&s, p, param, value);
 }
 

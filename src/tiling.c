@@ -60,7 +60,7 @@ static void tk__tiling_store(void *h, int param, int64_t value)
 int tk_tiling_set(tk_tiling *t, int param, int64_t value)
 {
     static const tk__settable s = {"tk_tiling_set", "tiling", TK__TILING, NULL,
-                                   tk__tiling_admit, tk__tiling_store, -1};
+                                   tk__tiling_admit, tk__tiling_store, -1, NULL};
     return tk__param_set(&s, t, param, value);
 }
 

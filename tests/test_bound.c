@@ -815,14 +815,25 @@ Test(bound, refusals_name_what_they_refuse)
     cr_assert_eq(tk_kernel_get(mm, TK_KERNEL_ACCUM, &v), TK_OK);
     cr_assert_eq(v, TK_DTYPE_F32, "a refused setting leaves the accumulation as it was");
     tkt_expect_status(tk_kernel_set(ax, TK_KERNEL_ACCUM, TK_DTYPE_F32), TK_EINVAL);
-    /* A reduction has no body: a body kind would only stop its audit. */
-    for (int kind = TK_BODY_ELEMENTWISE; kind <= TK_BODY_BLOCKWISE; kind++) {
+    /* A reduction has no body (a body kind would only stop its audit), an
+     * elementwise contract no accumulation: asked of the other kind, set
+     * and get fail whatever the value, in range or not. */
+    for (int kind = TK_BODY_ELEMENTWISE - 1; kind <= TK_BODY_BLOCKWISE + 1; kind++) {
         tkt_expect_status(tk_kernel_set(rs, TK_KERNEL_BODY, kind), TK_EINVAL);
-        cr_assert(strstr(tk_last_error_message(), "TK_KERNEL_BODY is for elementwise "
-                         "contracts; a reduction"), "%s", tk_last_error_message());
+        cr_assert(strstr(tk_last_error_message(), "tk_kernel_set: TK_KERNEL_BODY is for "
+                         "elementwise contracts; a reduction"), "%s", tk_last_error_message());
     }
-    cr_assert_eq(tk_kernel_get(rs, TK_KERNEL_BODY, &v), TK_OK);
-    cr_assert_eq(v, TK_BODY_ELEMENTWISE);
+    for (int64_t acc = 0; acc <= TK_DTYPE_F8E5M2 + 1; acc++) {
+        tkt_expect_status(tk_kernel_set(ax, TK_KERNEL_ACCUM, acc), TK_EINVAL);
+        cr_assert(strstr(tk_last_error_message(), "TK_KERNEL_ACCUM is for reduction"), "%s",
+                  tk_last_error_message());
+    }
+    v = -5;
+    tkt_expect_status(tk_kernel_get(rs, TK_KERNEL_BODY, &v), TK_EINVAL);
+    cr_assert(strstr(tk_last_error_message(), "tk_kernel_get: TK_KERNEL_BODY is for"), "%s",
+              tk_last_error_message());
+    tkt_expect_status(tk_kernel_get(ax, TK_KERNEL_ACCUM, &v), TK_EINVAL);
+    cr_assert_eq(v, -5, "a refused get leaves the value untouched");
     cr_assert_eq(tk_kernel_set(mm, TK_KERNEL_ARITH, TK_ARITH_XLA), TK_OK);
     cr_assert_eq(tk_kernel_set(mm, TK_KERNEL_ARITH, TK_ARITH_NUMPY), TK_OK);
     cr_assert_eq(tk_kernel_set(mm, TK_KERNEL_ACCUM, TK_DTYPE_F16), TK_OK);

@@ -95,6 +95,7 @@ class Kernel(_ffi.Handle):
         (Audit.add_reduction_case), not for run()."""
         k = cls(_ffi.new_handle(lib.tk_kernel_matmul))
         k.accum = accum
+        k._reduction = "matmul"
         return k
 
     @classmethod
@@ -102,6 +103,7 @@ class Kernel(_ffi.Handle):
         """The contract out[i, 0] = sum_k x[i, k], as matmul()."""
         k = cls(_ffi.new_handle(lib.tk_kernel_row_sum))
         k.accum = accum
+        k._reduction = "row sum"
         return k
 
     @classmethod
@@ -153,4 +155,6 @@ class Kernel(_ffi.Handle):
     def __repr__(self):
         if self.closed:
             return "<tilekern.Kernel closed>"
-        return f"<tilekern.Kernel {self.body} with {self.n_inputs} input(s)>"
+        reduction = getattr(self, "_reduction", None)   # which has no body kind
+        what = f"{reduction} accumulating in {self.accum}" if reduction else self.body
+        return f"<tilekern.Kernel {what} with {self.n_inputs} input(s)>"
