@@ -1,6 +1,10 @@
 /* kernel.c - tk_kernel: the kernel contract (built-in and custom bodies,
  * their parameters), validation of a run, and tk_kernel_run, which hands
  * the run to the host executor (exec.c). */
+#if defined(__linux__)
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
+#endif
 #include "internal.h"
 
 #include <stdatomic.h>
@@ -213,7 +217,16 @@ int tk__kernel_threads(const tk_kernel *k)
         return 1;   /* a custom body not declared thread-safe */
     if (k->threads)
         return k->threads;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    /* The cores this process may run on (taskset, a cpuset), not the
+     * machine's: a job pinned to 2 of 64 would start 64 threads. */
+    long n = -1;
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+#endif
+    if (n < 1)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > TK_KERNEL_MAX_THREADS ? TK_KERNEL_MAX_THREADS : (int)n;
 }
 

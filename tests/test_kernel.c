@@ -1,5 +1,10 @@
 /* test_kernel.c - tk_kernel and tk_kernel_run: every tail strategy and body
  * kind against an independent untiled loop, bit for bit. */
+#if defined(__linux__)
+#define _GNU_SOURCE   /* sched_setaffinity: TK_KERNEL_THREADS 0 under a pin */
+#include <errno.h>
+#include <sched.h>
+#endif
 #include "tk_test.h"
 
 #include <math.h>
@@ -1579,6 +1584,38 @@ static int task_count_settled(int want)
     }
     return n;
 }
+
+#if defined(__linux__)
+/* TK_KERNEL_THREADS 0 is every core the process may run on: pinned to one
+ * (as taskset pins it), a run starts no worker, whatever the machine has. */
+Test(kernel, threads_0_takes_the_cores_the_process_may_run_on, .timeout = 60)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() > 0 ? sched_getcpu() : 0, &one);
+    cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0, "%s", strerror(errno));
+    tk_matrix *x = make(TK_DTYPE_F32, 512, 1024, 1024, 91);
+    tk_matrix *y = make(TK_DTYPE_F32, 512, 1024, 1024, 92);
+    tk_matrix *out = make(TK_DTYPE_F32, 512, 1024, 1024, 93);
+    const tk_matrix *in[] = {x, y};
+    uint32_t *want = oracle_axpy(x, y, 0.5f);
+    tk_tiling *t;
+    tkt_expect_status(tk_tiling_create(&t, 512, 1024, 8, 128), TK_OK);
+    tk_kernel *k;
+    tkt_expect_status(tk_kernel_axpy(&k, 0.5f), TK_OK);
+    tkt_expect_status(tk_kernel_set(k, TK_KERNEL_THREADS, 0), TK_OK);
+    int before = task_count();
+    tkt_expect_status(tk_kernel_run(k, t, in, out), TK_OK);
+    expect_bits(out, want, "0 threads, pinned to one core");
+    cr_assert_eq(task_count(), before, "a worker started on a process pinned to one core");
+    free(want);
+    tk_kernel_destroy(k);
+    tk_tiling_destroy(t);
+    unmake(x);
+    unmake(y);
+    unmake(out);
+}
+#endif
 
 /* The kernel handle keeps its workers between runs and ends them when it
  * is destroyed; a child forked after they started (which has none of them)

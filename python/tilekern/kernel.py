@@ -135,7 +135,8 @@ class Kernel(_ffi.Handle):
     # exceptions are carried back by the calling thread's guard).
     threads = _ffi.param("kernel", _ffi.TK_KERNEL_THREADS,
                          "threads of a run of the built-in body: 1 (default), or 0 for "
-                         "every core; the results are the same bits.  The kernel keeps "
+                         "every core the process may run on (its CPU affinity); the "
+                         "results are the same bits.  The kernel keeps "
                          "the extra threads from its first such run until close() or "
                          "threads = 1 (and an Audit its own until close()): Python 3.12 "
                          "and later warn on os.fork() while they exist")
