@@ -208,13 +208,13 @@ int tk_bench_set_boundary(tk_bench *b, const char *text)
 }
 
 /* The placement names where the entry's inputs live; it must be the target
- * or the same real device (platform and kind). */
+ * or the same real device (platform and kind, either name of a chip). */
 static bool tk__same_place(const tk_device *target, const tk_device *placement)
 {
     return placement == target ||
            (!tk_device_is_simulated(placement) &&
             strcmp(tk_device_platform(placement), tk_device_platform(target)) == 0 &&
-            strcmp(tk_device_kind(placement), tk_device_kind(target)) == 0);
+            tk__same_kind(tk_device_kind(placement), tk_device_kind(target)));
 }
 
 int tk_bench_add(tk_bench *b, const char *label, const tk_device *placement,

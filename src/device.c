@@ -75,6 +75,12 @@ static int64_t tk__profile_find(const char *name)
     return -1;
 }
 
+bool tk__same_kind(const char *a, const char *b)
+{
+    int64_t p = tk__profile_find(a);
+    return !strcmp(a, b) || (p >= 0 && p == tk__profile_find(b));
+}
+
 /* A system file that cannot be opened leaves its figure unknown, unless
  * memory ran out: that fails the call rather than describe the host less
  * than it could. */

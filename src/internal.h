@@ -520,6 +520,10 @@ int tk__open_status(int err);
 /* tk_device_get's figure without a message where it is unknown: false. */
 bool tk__device_known(const tk_device *d, int param, int64_t *value);
 
+/* Whether two device kinds name one chip: the same words, or two names
+ * JAX reports for one profile ("TPU v5 lite", "TPU v5e"). */
+bool tk__same_kind(const char *a, const char *b);
+
 /* ---- tiling (tiling.c) ----------------------------------------------- */
 
 /* Every derived size is computed and overflow-checked once at creation. */

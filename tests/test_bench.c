@@ -75,6 +75,18 @@ Test(bench, simulated_targets_are_refused_before_any_callback)
     cr_assert(strstr(tk_last_error_message(), "sync"), "%s", tk_last_error_message());
     cr_assert_eq(tk_bench_add(eb, "synced", ext, NULL, p_run, p_sync, &p), 0);
     tk_bench_destroy(eb);
+    /* JAX's two names of one chip place inputs on the same target; another
+     * chip's do not. */
+    tk_device *lite, *v5e;
+    tkt_expect_status(tk_device_external(&lite, "tpu", "TPU v5 lite"), TK_OK);
+    tkt_expect_status(tk_device_external(&v5e, "tpu", "TPU v5e"), TK_OK);
+    tkt_expect_status(tk_bench_create(&eb, lite), TK_OK);
+    cr_assert_eq(tk_bench_add(eb, "v5e", v5e, NULL, p_run, p_sync, &p), 0, "%s",
+                 tk_last_error_message());
+    tkt_expect_status(tk_bench_add(eb, "v4", ext, NULL, p_run, p_sync, &p), TK_ENOTARGET);
+    tk_bench_destroy(eb);
+    tk_device_destroy(v5e);
+    tk_device_destroy(lite);
     tk_bench_destroy(b);
     tk_device_destroy(ext);
     tk_device_destroy(host);
