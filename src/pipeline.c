@@ -367,6 +367,7 @@ typedef struct {
     int64_t block;     /* -1: empty */
     bool in_flight;
     bool consumed;     /* input: its body has run; output: copied out */
+    bool complete;     /* output: the last body of its block's residency has run */
 } tk__slot;
 
 static bool tk__race_add(tk_pipeline *p, int64_t step, int64_t slot, int operand, int kind)
@@ -390,7 +391,7 @@ static int tk__check(tk_pipeline *p, const tk__flow *f)
     if (!slot)
         return tk__fail(TK_ENOMEM, "%s: out of memory for the hazard check", f->fn);
     for (int64_t i = 0; i < first[n]; i++)
-        slot[i] = (tk__slot){-1, false, true};
+        slot[i] = (tk__slot){-1, false, true, false};
     bool ok = true;
     for (int64_t i = 0; i < p->n_ops && ok; i++) {
         const tk__op *op = &p->ops[i];
@@ -400,7 +401,7 @@ static int tk__check(tk_pipeline *p, const tk__flow *f)
         case TK__IN_START:
             if (s->in_flight || !s->consumed)
                 ok = tk__race_add(p, op->step, op->slot, op->operand, TK_HAZARD_OVERWRITE);
-            *s = (tk__slot){op->block, true, false};
+            *s = (tk__slot){op->block, true, false, false};
             break;
         case TK__IN_WAIT:
         case TK__OUT_WAIT:
@@ -423,14 +424,17 @@ static int tk__check(tk_pipeline *p, const tk__flow *f)
                                           TK_HAZARD_UNWAITED_WRITE);
                     x->consumed = false;   /* written, not yet copied out */
                     x->block = b;
+                    x->complete = tk__ends(f, op->block, j);
                 }
             }
             break;
         case TK__OUT_START:
-            if (s->block != op->block || s->consumed)
+            /* Before the block's last body: a resident output's earlier
+             * steps wrote the slot, and its copy would miss the rest. */
+            if (s->block != op->block || s->consumed || !s->complete)
                 ok = tk__race_add(p, op->step, op->slot, op->operand,
                                   TK_HAZARD_EARLY_COPY_OUT);
-            *s = (tk__slot){op->block, true, true};
+            *s = (tk__slot){op->block, true, true, false};
             break;
         }
     }

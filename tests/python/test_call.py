@@ -170,6 +170,14 @@ def test_a_call_through_the_pipeline_simulator():
         with pytest.raises(tk.RaceError, match="unwaited write"):
             p.run([x, y])
         assert p.hazards[0] == tk.Hazard(3, 0, "output", "unwaited write")
+    # A copy-out started before the last k step of its resident block is
+    # named as such (it was reported only as the unwaited write that the
+    # block's last body then makes).
+    with tk.Pipeline.from_call(c, tk.Device.simulated("TPU v5 lite"),
+                               fault="early_copy_out") as p:
+        with pytest.raises(tk.RaceError):
+            p.run([x, y])
+        assert p.hazards[0].kind == "early copy-out", p.hazards
 
 
 def test_an_index_map_beyond_int64_is_refused_not_wrapped():
