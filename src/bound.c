@@ -106,7 +106,7 @@ static tk__acc tk__acc_of(int reduce, int dtype, int acc, int out_dtype, bool fl
  * (1 - u)) - 1, which fails with probability below 2n exp(-lambda^2 (1 -
  * u)^2 / 2), 2n e^-32 with lambda 8: 2.6e-11 per element at n = 1024.
  * tk__limits_of computes what is the same for every element of a case,
- * tk__bound_at the rest. */
+ * tk__bound_sum and tk__bound_at the rest. */
 typedef struct {
     double den, g, eta, g53, u_out, eta_out, top;
     bool cast, nan_over;
@@ -137,9 +137,9 @@ static inline double tk__bound_sum(const tk__limits *l, double A64)
     return l->g * A + l->eta + l->g53 * A;
 }
 
-static inline double tk__bound_at(const tk__limits *l, double A64, double s)
+/* The bound after it, from b, tk__bound_sum's. */
+static inline double tk__bound_at(const tk__limits *l, double b, double s)
 {
-    double b = tk__bound_sum(l, A64);
     double cast = b + (l->u_out * (fabs(s) + b) + l->eta_out);
     /* A mask, not a ternary, which gcc leaves as a branch in the loop. */
     uint64_t m = 0 - (uint64_t)l->cast;
@@ -165,7 +165,7 @@ static inline uint64_t tk__ratio(const tk__limits *l, float c, float want, doubl
                                  double A64, double *bound)
 {
     const uint64_t inf = 0x7FF0000000000000u, abs = ~(1ull << 63);
-    double b = tk__bound_at(l, A64, s), b_sum = tk__bound_sum(l, A64);
+    double b_sum = tk__bound_sum(l, A64), b = tk__bound_at(l, b_sum, s);
     uint64_t r = tk__f64_bits(fabs((double)c - s) / b);
     uint64_t c_nan = 0 - (uint64_t)((tk__f32_bits(c) & 0x7FFFFFFFu) > 0x7F800000u);
     uint64_t no_b = 0 - (uint64_t)((tk__f64_bits(b) & abs) >= inf);

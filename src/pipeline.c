@@ -692,6 +692,14 @@ static int tk__run_target(const tk_pipeline *p, const tk_matrix *const *inputs,
     return tk_kernel_run(p->k, p->t, inputs, output);
 }
 
+/* Pallas's rule for a block of a rows x cols operand: each dimension a
+ * multiple of the layout tile's (lr x lc), or the operand's whole extent. */
+static bool tk__laid_out(int64_t br, int64_t bc, int64_t rows, int64_t cols, int64_t lr,
+                         int64_t lc)
+{
+    return (br % lr == 0 || br == rows) && (bc % lc == 0 || bc == cols);
+}
+
 /* Blocks must be whole layout tiles, and every operand's slots must fit the
  * device's on-chip limit, before anything runs: the scoped limit, or the
  * memory itself where a limit set above it (a kernel's vmem_limit_bytes
@@ -735,8 +743,7 @@ static int tk__fits(tk_pipeline *p, const tk__flow *f, int dtype)
     int rc = tk__layout(p, f->fn, &lr, &lc, &limit);
     if (rc)
         return rc;
-    /* Pallas's rule, as for a call's blocks (tk__fits_call). */
-    if ((br % lr && br != p->t->rows) || (bc % lc && bc != p->t->cols))
+    if (!tk__laid_out(br, bc, p->t->rows, p->t->cols, lr, lc))
         return tk__fail(TK_ELAYOUT, "tk_pipeline_run: pipeline blocks must be multiples of "
                         "(%lld,%lld), the \"%s\" layout tile, or span the matrix: got "
                         "%lldx%lld over %lldx%lld", (long long)lr, (long long)lc,
@@ -884,8 +891,7 @@ static int tk__pipeline_run(tk_pipeline *p, const tk_matrix *const *inputs, tk_m
     return rc;
 }
 
-/* Pallas's rule for a call's blocks: each dimension a multiple of the layout
- * tile's, or the operand's whole extent. */
+/* tk__laid_out for every operand of a call. */
 static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
 {
     int64_t lr, lc, limit;
@@ -893,8 +899,7 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
     for (int o = 0; o < f->n_in + f->n_out && !rc; o++) {
         bool in = o < f->n_in;
         const tk__spec *s = tk__call_spec(p->call, o);
-        if ((s->block_rows % lr && s->block_rows != s->rows) ||
-            (s->block_cols % lc && s->block_cols != s->cols))
+        if (!tk__laid_out(s->block_rows, s->block_cols, s->rows, s->cols, lr, lc))
             rc = tk__fail(TK_ELAYOUT, "tk_pipeline_run_call: pipeline blocks must be multiples "
                           "of (%lld,%lld), the \"%s\" layout tile, or span the operand: %s "
                           "%d has %lldx%lld blocks over %lldx%lld", (long long)lr,

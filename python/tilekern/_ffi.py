@@ -770,12 +770,11 @@ class Handle:
 
 
 def sizes(name, *values):
-    """values, refusing a bool: Python's True is the integer 1, which a
+    """Refuse a bool among values: Python's True is the integer 1, which a
     size must not silently be."""
     for v in values:
         if isinstance(v, bool):   # (numpy's bool has no __index__: refused anyway)
             raise errors.InvalidArgumentError(f"{name}: a size must be an integer, not {v!r}")
-    return values
 
 
 def new_handle(create, *args):

@@ -114,7 +114,7 @@ class Matrix(_ffi.Handle):
     @classmethod
     def create(cls, dtype: DtypeLike, rows: int, cols: int) -> "Matrix":
         """A new matrix of rows x cols (contents unspecified)."""
-        rows, cols = _ffi.sizes("Matrix.create", rows, cols)
+        _ffi.sizes("Matrix.create", rows, cols)
         return cls(_ffi.new_handle(lib.tk_matrix_create, dtype_code(dtype), rows, cols))
 
     @classmethod
