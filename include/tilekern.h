@@ -556,7 +556,7 @@ typedef int (*tk_progress_fn)(void *user, int64_t case_index, const char *step,
 #define TK_SCHEDULE_FUSED_KEEP_SUBNORMAL 15 /* the contract flushes alone */
 #define TK_SCHEDULE_SEPARATE_FLUSH 16       /* the contract fuses alone */
 /* A reduction whose NaN comes from beyond K, not from its output (0.6). */
-#define TK_SCHEDULE_K_TAIL_PADDING 17 /* the last partial block of K read NaN padding */
+#define TK_SCHEDULE_K_TAIL_PADDING 17 /* the last partial block of K read padding */
 #define TK_SCHEDULE_NOT_RUN -1       /* diagnosis not needed (passed) */
 
 /* Report formats. */

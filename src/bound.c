@@ -603,6 +603,104 @@ static bool tk__held_in(int d, int out_dtype, const float *cand, const float *wa
     return seen >= TK__HELD_MIN;
 }
 
+/* How much more than its own bound a candidate may err once the low-rank
+ * part of its error is taken out (tk__reads_garbage): the elimination
+ * that takes it out carries each pivot's rounding along its row and
+ * column. */
+#define TK__GARBAGE_SLACK 4.0
+
+/* One row of tk__reads_garbage's elimination: row i less f times the pivot
+ * row (which may be row i itself), then checked against the tolerances T;
+ * the largest error left, if above *top, becomes the next pivot. */
+static bool tk__eliminate_row(double *r, const double *pivot_row, double f, const double *T,
+                              int64_t n, int64_t i, double *top, int64_t *pi, int64_t *pj)
+{
+    bool within = true;
+    for (int64_t j = 0; j < n; j++) {
+        r[j] -= f * pivot_row[j];
+        within &= fabs(r[j]) <= T[j];
+        if (fabs(r[j]) > *top) {
+            *top = fabs(r[j]);
+            *pi = i;
+            *pj = j;
+        }
+    }
+    return within;
+}
+
+/* Whether a failing matmul reads finite garbage beyond K.  Its last block
+ * of K, read whole, adds G H to the product, where G (m x q) and H (q x n)
+ * are the two operands' padding and q the block's pad width, b - K mod b
+ * for a block size b of tk__k_blocks below K: the error cand - s is of
+ * rank at most q, plus the rounding of a sum that now has the garbage's
+ * terms too.  Gaussian elimination with complete pivoting (each pivot the
+ * largest error left) takes out one rank a step.  Garbage is named where
+ * at most q steps, and at most half the smaller dimension (beyond that
+ * any error has the rank), leave every element within TK__GARBAGE_SLACK
+ * times the bound of K + q terms whose magnitudes sum to A plus the
+ * error's; and where the error exceeds the contract's bound in every row
+ * and every column, as padding that feeds every element does (an error in
+ * a few rows, of rank 1, is another one).  R and T, count doubles each,
+ * are scratch; pr->rc takes a stop. */
+static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float *cand,
+                              const double *s, const double *A, double *R, double *T,
+                              tk__progress *pr)
+{
+    int64_t m = c->rows, n = c->cols, depth = c->depth, q_max = 0, pi = 0, pj = 0;
+    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
+        if (depth % tk__k_blocks[b] && tk__k_blocks[b] - depth % tk__k_blocks[b] > q_max)
+            q_max = tk__k_blocks[b] - depth % tk__k_blocks[b];
+    q_max = q_max < (m < n ? m : n) / 2 ? q_max : (m < n ? m : n) / 2;
+    bool *col_over = q_max ? calloc((size_t)n, sizeof *col_over) : NULL;
+    if (!col_over)
+        return false;
+    tk__limits l = tk__limits_of(f32, depth), lq = tk__limits_of(f32, depth + q_max);
+    bool every = true, within = true;
+    double top = -1.0;
+    for (int64_t i = 0; i < m && every; i++) {
+        bool row_over = false;
+        for (int64_t j = 0; j < n; j++) {
+            int64_t e = i * n + j;
+            R[e] = (double)cand[e] - s[e];
+            bool over = !(fabs(R[e]) <= tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]));
+            row_over |= over;
+            col_over[j] |= over;
+            every &= isfinite(R[e]);
+            T[e] = TK__GARBAGE_SLACK *
+                   tk__bound_at(&lq, tk__bound_sum(&lq, A[e] + fabs(R[e])), cand[e]);
+        }
+        every &= row_over;
+        within &= tk__eliminate_row(R + i * n, R + i * n, 0.0, T + i * n, n, i, &top, &pi, &pj);
+    }
+    for (int64_t j = 0; j < n && every; j++)
+        every = col_over[j];
+    free(col_over);
+    if (!every || within)   /* within without a step: not this */
+        return false;
+    /* A pass of the diagnosis, reported from 0 to 1 (and where it stops
+     * early at 1), at most once per 1/256. */
+    double last = 0.0;
+    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
+        return false;
+    for (int64_t q = 0; q < q_max && !within; q++) {
+        int64_t ri = pi, rj = pj;
+        const double *pivot_row = R + ri * n;
+        double pivot = pivot_row[rj];
+        within = true;
+        top = -1.0;
+        for (int64_t t = 1; t <= m; t++) {   /* the pivot row last: the others read it */
+            int64_t i = (ri + t) % m;
+            within &= tk__eliminate_row(R + i * n, pivot_row, R[i * n + rj] / pivot, T + i * n,
+                                        n, i, &top, &pi, &pj);
+        }
+        double f = within ? 1.0 : (double)(q + 1) / (double)q_max;
+        if ((f == 1.0 || f >= last + 1.0 / 256) &&
+            (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, last = f)))
+            return false;
+    }
+    return within;
+}
+
 /* Which alternative contract explains a failing candidate: first a NaN
  * where the oracle's cast is not, then the exact alternatives by their own
  * bound, then accumulation in bfloat16 or float16, less precise than the
@@ -692,6 +790,10 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
+    if (!over && kc->reduce == TK__REDUCE_MATMUL && tk__reads_garbage(c, &f32, cand, s, A, s2, A2, pr))
+        return TK_SCHEDULE_K_TAIL_PADDING;
+    if (pr->rc)
+        return TK_SCHEDULE_UNKNOWN;
     /* Both narrow formats' probabilistic bounds can cover a candidate that
      * accumulates in either, and so can an indexing error.  A format is
      * named only where the candidate errs (root mean square) at most

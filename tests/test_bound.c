@@ -25,7 +25,30 @@ enum { M = 9, K = 300, N = 70, DEEP = 700 };
 struct how {
     int bk;
     bool drop, bf16, nan_pad, into_out, nan_row, shift;
+    bool garbage;       /* the padding beyond K finite, different in every row and column */
+    bool garbage_row;   /* row 0 alone off by the garbage of one term */
 };
+
+/* The garbage in the padding of x (row i, column kk) and of y (row kk,
+ * column j): hashes of the position, in [-32, 32) and [-48, 48). */
+static float garbage_at(int64_t a, int64_t b, float scale)
+{
+    uint32_t h = (uint32_t)(a * 0x9E3779B1u) ^ (uint32_t)(b * 0x85EBCA77u);
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    return scale * ((float)(h >> 8) * 0x1p-23f - 1.0f);
+}
+
+static float garbage_x(int64_t i, int64_t kk)
+{
+    return garbage_at(i, kk, 32.0f);
+}
+
+static float garbage_y(int64_t kk, int64_t j)
+{
+    return garbage_at(j + 7919, kk, 48.0f);
+}
 
 static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
@@ -43,11 +66,15 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
             float acc = o[i * n + j];
             for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
                 float part = 0.0f;
-                for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad); kk++)
-                    part += kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j] : NAN;
+                for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad || h->garbage);
+                     kk++)
+                    part += kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j]
+                            : h->garbage ? garbage_x(i, kk) * garbage_y(kk, j) : NAN;
                 acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
             }
-            o[i * n + j] = h->nan_row && i == 0 ? NAN : acc;
+            o[i * n + j] = h->nan_row && i == 0 ? NAN
+                           : h->garbage_row && i == 0 ? acc + garbage_x(0, k) * garbage_y(k, j)
+                                                      : acc;
         }
     tk_matrix *t;
     int rc = tk_matrix_from_f32(&t, tk_matrix_dtype(out), m, n, o, n);
@@ -311,6 +338,49 @@ Test(bound, wrong_kernels_are_named)
     cr_assert_str_eq(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING),
                      "k-tail-reads-padding");
     cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING + 1));
+}
+
+/* A matmul whose last block of K reads finite garbage has an error of rank
+ * at most the block's pad width, in every element: named where the shape
+ * leaves room to tell (a rank at most half the smaller dimension), for
+ * pads of 4 (blocks of 16 at K = 300) and 20 (64); not where it leaves
+ * none (6 rows), nor for a pad of 84 (128), beyond half of 80 columns.  A
+ * low-rank error in one row only is another error. */
+Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
+{
+    enum { GM = 96, GK = 300, GN = 80 };
+    static float x[GM * GK], y[GK * GN];
+    tkt_fill(x, GM * GK, 5);
+    tkt_fill(y, GK * GN, 6);
+    const struct {
+        int64_t m;
+        struct how h;
+        int want;
+    } cases[] = {{GM, {.bk = 16, .garbage = true}, TK_SCHEDULE_K_TAIL_PADDING},
+                 {GM, {.bk = 64, .garbage = true}, TK_SCHEDULE_K_TAIL_PADDING},
+                 {6, {.bk = 16, .garbage = true}, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 128, .garbage = true}, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .garbage_row = true}, TK_SCHEDULE_UNKNOWN}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        struct how h = cases[c].h;
+        tk_kernel *k;
+        tk_audit *a;
+        cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
+        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
+        cr_assert_eq(tk_audit_set_candidate(a, matmul, &h), TK_OK);
+        const float *orig[2] = {x, y};
+        for (int d = 0; d < 2; d++)
+            cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
+                                                     TK_DTYPE_F32, cases[c].m, GK, GN, orig),
+                         TK_OK);
+        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+        for (int64_t i = 0; i < 2; i++)
+            cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu/%lld: %s", c,
+                         (long long)i,
+                         tk_audit_schedule_name((int)res(a, i, TK_AUDIT_DIAGNOSIS)));
+        tk_audit_destroy(a);
+        tk_kernel_destroy(k);
+    }
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
