@@ -383,6 +383,10 @@ TK_API int tk_pipeline_set_buffers(tk_pipeline *p, int kind, int index,
 #define TK_CALL_UNDO 1006     /* read-write: 1 (default) keeps every output's
                                  old bytes until the run ends, so a failing
                                  body leaves them unchanged; 0 does not */
+#define TK_CALL_ROUND_STEPS 1007 /* read-write (since 0.6): 1 rounds every
+                                 output block to its dtype after each step,
+                                 as a kernel accumulating in its output ref;
+                                 0 (default) keeps it f32 until written back */
 
 /* What reads past an input's edge see. */
 #define TK_PAD_ZERO 1

@@ -240,8 +240,10 @@ static void tk__call_store(void *h, int param, int64_t value)
     tk_call *c = h;
     if (param == TK_CALL_PAD)
         c->pad = (int)value;
+    else if (param == TK_CALL_UNDO)
+        c->undo = value;
     else
-        c->undo = value;  /* TK_CALL_UNDO */
+        c->round_steps = value;  /* TK_CALL_ROUND_STEPS */
 }
 
 int tk_call_set(tk_call *c, int param, int64_t value)
@@ -262,6 +264,7 @@ int tk_call_get(const tk_call *c, int param, int64_t *value)
     case TK_CALL_INPUTS: *value = c->n_in; return TK_OK;
     case TK_CALL_OUTPUTS: *value = c->n_out; return TK_OK;
     case TK_CALL_UNDO: *value = c->undo; return TK_OK;
+    case TK_CALL_ROUND_STEPS: *value = c->round_steps; return TK_OK;
     default: return tk__fail(TK_EINVAL, "tk_call_get: unknown parameter %d", param);
     }
 }
@@ -684,9 +687,28 @@ void tk__call_view(const tk_call *c, int o, const int64_t *b, const int64_t *g, 
 int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t *g,
                   const char *fn, const char *outcome)
 {
+    /* The output blocks as the run made them: the body may write the views. */
+    tk_block out[TK_CALL_MAX_OPERANDS];
+    for (int j = 0; c->round_steps && j < c->n_out; j++)
+        out[j] = *blocks[c->n_in + j];
     int rc = c->body(c->user, blocks, c->n_in + c->n_out);
-    if (!rc)
+    if (!rc) {
+        /* TK_CALL_ROUND_STEPS: each output block through its dtype, in rows
+         * of at most a chunk, as the kernel's output ref would hold it. */
+        unsigned char code[256 * 4];
+        for (int j = 0; c->round_steps && j < c->n_out; j++) {
+            int d = c->out[j].dtype;
+            int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
+            for (int64_t r = 0; d != TK_DTYPE_F32 && r < out[j].rows; r++)
+                for (int64_t c0 = 0; c0 < out[j].cols; c0 += chunk) {
+                    float *row = out[j].data + r * out[j].ld + c0;
+                    int64_t n = out[j].cols - c0 < chunk ? out[j].cols - c0 : chunk;
+                    tk__row_from_f32(d, row, code, n);
+                    tk__row_to_f32(d, code, row, n);
+                }
+        }
         return TK_OK;
+    }
     char gt[96];
     tk__grid_text(c, g, gt, sizeof gt);
     return tk__fail(TK_ECALLBACK, "%s: the body returned %d at step %lld, grid index %s; %s",

@@ -567,6 +567,7 @@ struct tk_call {
     tk__spec in[TK_CALL_MAX_OPERANDS], out[TK_CALL_MAX_OPERANDS];
     int pad;                   /* a TK_PAD_* value */
     bool undo;                 /* TK_CALL_UNDO */
+    bool round_steps;          /* TK_CALL_ROUND_STEPS */
     bool running;              /* its body or index maps are running */
     float pad_value;           /* for TK_PAD_VALUE */
     bool ran;                  /* stats below are those of a complete run */

@@ -57,6 +57,7 @@ static const struct {
     {P(TK_CALL_INPUTS), TK__CALL, 0, TK_CALL_MAX_OPERANDS, false},
     {P(TK_CALL_OUTPUTS), TK__CALL, 0, TK_CALL_MAX_OPERANDS, false},
     {P(TK_CALL_UNDO), TK__CALL, 0, 1, true},
+    {P(TK_CALL_ROUND_STEPS), TK__CALL, 0, 1, true},
     {P(TK_COMPARE_NAN_POLICY), TK__COMPARE, TK_NAN_MATCH, TK_NAN_IGNORE, true},
 };
 #undef P

@@ -916,9 +916,11 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
         /* The body accumulates in f32 and the block is cast once, when it is
          * written back: on the chip a residency of several steps in a
          * narrower dtype needs an f32 accumulator beside the slots (a
-         * Pallas kernel's scratch). */
+         * Pallas kernel's scratch), unless TK_CALL_ROUND_STEPS has the
+         * kernel accumulate in the output's own slot. */
         bool several = f->steps > 0 && tk__use(f, f->steps - 1, o) < f->steps - 1;
-        if (several && s->dtype != TK_DTYPE_F32 && !tk__add(acc, s->block_rows *
+        if (several && s->dtype != TK_DTYPE_F32 && !p->call->round_steps &&
+            !tk__add(acc, s->block_rows *
                                                             s->block_cols * 4, &acc))
             acc = -1;
     }

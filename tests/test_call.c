@@ -1174,6 +1174,71 @@ Test(call, matmul_through_the_pipeline_equals_the_host_run)
     free(y);
 }
 
+/* TK_CALL_ROUND_STEPS 1: a bfloat16 output block is rounded after every k
+ * step, as a kernel accumulating in its bfloat16 output ref does; 0 keeps
+ * it f32 (a scratch accumulator) and rounds once.  Each against a loop of
+ * the body's own order, bit for bit, on the host and through the pipeline,
+ * which then counts no f32 accumulator on chip. */
+Test(call, round_steps_rounds_a_resident_output_block_after_every_step)
+{
+    int64_t M = 37, N = 260, K = 300, bk = 128;
+    float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(K * N) * sizeof *y);
+    tkt_fill(x, (size_t)(M * K), 21);
+    tkt_fill(y, (size_t)(K * N), 22);
+    tk_matrix *in[2] = {from(TK_DTYPE_F32, M, K, x), from(TK_DTYPE_F32, K, N, y)};
+    tk_matrix *host = blank(TK_DTYPE_BF16, M, N), *sim = blank(TK_DTYPE_BF16, M, N);
+    tk_call *c = matmul_call(TK_DTYPE_BF16, M, N, K, 16, 128, bk);
+    int64_t v = -1;
+    tkt_expect_status(tk_call_get(c, TK_CALL_ROUND_STEPS, &v), TK_OK);
+    cr_assert_eq(v, 0);
+    tkt_expect_status(tk_call_set(c, TK_CALL_ROUND_STEPS, 2), TK_ERANGE);
+    tk_device *d;
+    tkt_expect_status(tk_device_simulated(&d, "TPU v5 lite"), TK_OK);
+    int64_t differ = 0;
+    for (int round = 0; round < 2; round++) {
+        tkt_expect_status(tk_call_set(c, TK_CALL_ROUND_STEPS, round), TK_OK);
+        tkt_expect_status(tk_call_get(c, TK_CALL_ROUND_STEPS, &v), TK_OK);
+        cr_assert_eq(v, round);
+        tkt_expect_status(tk_call_run(c, 2, (const tk_matrix *const *)in, 1, &host), TK_OK);
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t col = 0; col < N; col++) {
+                float acc = 0.0f, once = 0.0f;
+                for (int64_t k0 = 0; k0 < K; k0 += bk) {
+                    for (int64_t k = k0; k < k0 + bk && k < K; k++) {
+                        acc += x[r * K + k] * y[k * N + col];
+                        once += x[r * K + k] * y[k * N + col];
+                    }
+                    acc = tk_bf16_to_f32(tk_bf16_from_f32(acc));
+                }
+                float want = round ? acc : tk_bf16_to_f32(tk_bf16_from_f32(once));
+                cr_assert_eq(tkt_bits(at(host, r, col)), tkt_bits(want),
+                             "round %d (%lld, %lld): %g, want %g", round, (long long)r,
+                             (long long)col, at(host, r, col), want);
+                differ += round && tkt_bits(acc) != tkt_bits(tk_bf16_to_f32(tk_bf16_from_f32(once)));
+            }
+        tk_pipeline *p;
+        tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
+        memset(tk_matrix_data(sim), 0x55, (size_t)(M * N * 2));
+        tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim),
+                          TK_OK);
+        cr_assert(!memcmp(tk_matrix_data(sim), tk_matrix_data(host), (size_t)(M * N * 2)));
+        cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES),
+                     2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2) +
+                         (round ? 0.0 : 16 * 128 * 4));
+        tk_pipeline_destroy(p);
+    }
+    cr_assert_gt(differ, M * N / 4, "rounding every step shows in %lld elements",
+                 (long long)differ);
+    tk_device_destroy(d);
+    tk_call_destroy(c);
+    tk_matrix_destroy(in[0]);
+    tk_matrix_destroy(in[1]);
+    tk_matrix_destroy(host);
+    tk_matrix_destroy(sim);
+    free(x);
+    free(y);
+}
+
 Test(call, the_pipeline_skips_repeated_blocks_and_checks_layout)
 {
     int64_t R = 41, C = 128;

@@ -180,6 +180,11 @@ class Call(_ffi.Handle):
     undo = _ffi.param("call", _ffi.TK_CALL_UNDO,
                       "True (default): a failing body leaves every output as it was; "
                       "False: no undo copy, the outputs may be partly written", kind=bool)
+    round_steps = _ffi.param("call", _ffi.TK_CALL_ROUND_STEPS,
+                             "False (default): an output block stays float32 while it is "
+                             "resident, as a kernel's float32 scratch accumulator; True: it "
+                             "is rounded to its dtype after every step, as a kernel that "
+                             "accumulates in a narrower output ref", kind=bool)
 
     def _io(self, inputs, outputs):
         mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]

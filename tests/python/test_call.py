@@ -41,6 +41,30 @@ def test_matmul_with_tails_on_every_axis(out_dtype):
     assert c.check_padding([x, y]) == 0
 
 
+def test_round_steps_models_a_bfloat16_output_ref_accumulator():
+    # Uniform data: the sums are not exact, so where the rounding happens shows.
+    M, N, K, bk = 16, 128, 48, 16
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-4, 4, (M, K)).astype(np.float32)
+    y = rng.uniform(-4, 4, (K, N)).astype(np.float32)
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    c = matmul_call(M, N, K, 16, 128, bk, "bfloat16")
+    assert c.round_steps is False
+    results = []
+    for round_steps in (False, True):
+        c.round_steps = round_steps
+        assert c.round_steps is round_steps
+        (out,) = c.run([x, y])
+        acc = np.zeros((M, N), np.float32)
+        for k0 in range(0, K, bk):   # the body's own sum, one k block a step
+            acc = acc + x[:, k0:k0 + bk] @ y[k0:k0 + bk, :]
+            if round_steps:
+                acc = acc.astype(bf16).astype(np.float32)
+        assert out.view(np.uint16).tobytes() == acc.astype(bf16).view(np.uint16).tobytes()
+        results.append(out)
+    assert not np.array_equal(results[0], results[1])
+
+
 def test_the_k_tail_bug_is_found():
     M, N, K = 16, 128, 45
     x, y = ints((M, K), 3), ints((K, N), 4)
