@@ -278,6 +278,53 @@ def test_a_k_tail_that_reads_padding_is_named():
     assert {c.diagnosis for c in r.cases} == {"k-tail-reads-padding"}, r.summary()
 
 
+def test_a_k_tail_that_reads_finite_garbage_is_named_by_its_rank():
+    """A TPU pads with whatever its memory held: finite garbage of the
+    data's size in the last K block (K = 300: 84 columns of padding with
+    blocks of 128) makes an error of rank 84, named where the output has
+    room to tell (at least 168 rows and columns), on every input dtype."""
+    def garbage_padded(a, axis, seed):
+        g = np.random.default_rng(seed).uniform(-4, 4, a.shape[:axis] + (84,) +
+                                                 a.shape[axis + 1:]).astype(np.float32)
+        return np.concatenate([f32(a), g], axis=axis)
+
+    def reads_garbage(x, y):
+        return blocked(garbage_padded(x, 1, 1), garbage_padded(y, 0, 2))
+
+    r = tk.audit_matmul(reads_garbage, shapes=[(176, 300, 192)], dtypes=DTYPES,
+                        out_dtype="float32")
+    assert {c.diagnosis for c in r.cases} == {"k-tail-reads-padding"}, r.summary()
+
+
+def test_a_call_accumulating_in_its_bfloat16_output_is_named():
+    """A Pallas-style k loop whose accumulator is its bfloat16 output ref:
+    Call.round_steps rounds the block after every step as that ref does,
+    and the audit names the accumulation; with the default float32
+    accumulator the same body passes."""
+    def call_matmul(round_steps):
+        def candidate(x, y):
+            (M, K), N = x.shape, y.shape[1]
+
+            def body(step, xb, yb, o):
+                if step.grid[2] == 0:
+                    o[...] = 0.0
+                o += xb @ yb
+
+            c = tk.Call((-(-M // 64), -(-N // 128), -(-K // 128)), body,
+                        [tk.BlockSpec((M, K), (64, 128), lambda i, j, k: (i, k), x.dtype.name),
+                         tk.BlockSpec((K, N), (128, 128), lambda i, j, k: (k, j), y.dtype.name)],
+                        [tk.BlockSpec((M, N), (64, 128), lambda i, j, k: (i, j), "bfloat16")])
+            c.round_steps = round_steps
+            return c.run([x, y])[0]
+        return candidate
+
+    for round_steps, verdict in ((False, "not-run"), (True, "bfloat16-accumulation")):
+        r = tk.audit_matmul(call_matmul(round_steps), shapes=[(64, 1024, 128)],
+                            dtypes=["bfloat16"], out_dtype="bfloat16")
+        assert [c.diagnosis for c in r.cases] == [verdict], r.summary()
+        assert r.passed == (not round_steps)
+
+
 def bound_of(x, y, scale):
     """The bound of every case the test below audits, over (x, y) scaled, from
     numpy in float64, and whether the sum of magnitudes came from float32."""
