@@ -603,60 +603,163 @@ static bool tk__held_in(int d, int out_dtype, const float *cand, const float *wa
     return seen >= TK__HELD_MIN;
 }
 
-/* How much more than its own bound a candidate may err once the low-rank
- * part of its error is taken out (tk__reads_garbage): the elimination
- * that takes it out carries each pivot's rounding along its row and
- * column. */
-#define TK__GARBAGE_SLACK 4.0
-
-/* One row of tk__reads_garbage's elimination: row i less f times the pivot
- * row (which may be row i itself), then checked against the tolerances T;
- * the largest error left, if above *top, becomes the next pivot. */
-static bool tk__eliminate_row(double *r, const double *pivot_row, double f, const double *T,
-                              int64_t n, int64_t i, double *top, int64_t *pi, int64_t *pj)
+/* Whether some power-of-two block size b of 8 to 1024 below K has a pad
+ * width b - (K mod b) of q (tk__k_has_tail's blocks). */
+static bool tk__pad_width(int64_t depth, int64_t q)
 {
-    bool within = true;
-    for (int64_t j = 0; j < n; j++) {
-        r[j] -= f * pivot_row[j];
-        within &= fabs(r[j]) <= T[j];
-        if (fabs(r[j]) > *top) {
-            *top = fabs(r[j]);
-            *pi = i;
-            *pj = j;
+    for (int64_t b = 8; b <= 1024 && b < depth; b *= 2)
+        if (depth % b && b - depth % b == q)
+            return true;
+    return false;
+}
+
+/* The inverse of the t x t matrix u (row-major, overwritten) into inv, by
+ * Gauss-Jordan elimination with partial pivoting; false if singular. */
+static bool tk__invert(double *u, double *inv, int64_t t)
+{
+    for (int64_t i = 0; i < t * t; i++)
+        inv[i] = i / t == i % t;
+    for (int64_t c = 0; c < t; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < t; r++)
+            p = fabs(u[r * t + c]) > fabs(u[p * t + c]) ? r : p;
+        if (!(fabs(u[p * t + c]) > 0.0))
+            return false;
+        for (int64_t k = 0; k < t; k++) {
+            double x = u[c * t + k], y = inv[c * t + k];
+            u[c * t + k] = u[p * t + k], inv[c * t + k] = inv[p * t + k];
+            u[p * t + k] = x, inv[p * t + k] = y;
+        }
+        double d = u[c * t + c];
+        for (int64_t k = 0; k < t; k++)
+            u[c * t + k] /= d, inv[c * t + k] /= d;
+        for (int64_t r = 0; r < t; r++) {
+            double f = u[r * t + c];
+            for (int64_t k = 0; r != c && k < t; k++)
+                u[r * t + k] -= f * u[c * t + k], inv[r * t + k] -= f * inv[c * t + k];
         }
     }
-    return within;
+    return true;
+}
+
+/* What tk__reads_garbage's elimination knows: the errors D = cand - s,
+ * each one's rounding bound beta, and the pivots so far (rows I, columns
+ * J). */
+typedef struct {
+    const float *cand;
+    const double *s, *beta;
+    int64_t m, n, *I, *J;
+} tk__skeleton;
+
+static inline double tk__err(const tk__skeleton *k, int64_t i, int64_t j)
+{
+    return (double)k->cand[i * k->n + j] - k->s[i * k->n + j];
+}
+
+/* Whether what t steps of elimination leave, R = D - W D[I,:] with W =
+ * D[:,J] U^-1 and U = D[I,J], lies everywhere within the first-order
+ * bound on how much the rounding of D moves it: B = beta + (beta[:,J] +
+ * |W| beta[I,J]) |V| + |W| beta[I,:], where V = U^-1 D[I,:].  1 where it
+ * does, 0 where it does not, -1 where U is singular or memory ran out. */
+static int tk__skeleton_within(const tk__skeleton *k, int64_t t, const double *R)
+{
+    int64_t m = k->m, n = k->n;
+    double *u = malloc((size_t)(2 * t * t + 2 * t * n + 3 * t + n) * sizeof *u);
+    if (!u)
+        return -1;
+    double *inv = u + t * t, *V = inv + t * t, *bI = V + t * n, *d = bI + t * n, *w = d + t,
+           *p = w + t, *row = p + t;
+    for (int64_t a = 0; a < t; a++)
+        for (int64_t b = 0; b < t; b++)
+            u[a * t + b] = tk__err(k, k->I[a], k->J[b]);
+    int rc = tk__invert(u, inv, t) ? 1 : -1;
+    /* |V| and beta[I,:], t x n. */
+    for (int64_t a = 0; rc > 0 && a < t; a++)
+        for (int64_t j = 0; j < n; j++) {
+            double v = 0.0;
+            for (int64_t b = 0; b < t; b++)
+                v += inv[a * t + b] * tk__err(k, k->I[b], j);
+            V[a * n + j] = fabs(v);
+            bI[a * n + j] = k->beta[k->I[a] * n + j];
+        }
+    for (int64_t i = 0; rc > 0 && i < m; i++) {
+        /* |W| of row i, and beta[i,J] + |W| beta[I,J] of it. */
+        for (int64_t b = 0; b < t; b++)
+            d[b] = tk__err(k, i, k->J[b]);
+        for (int64_t a = 0; a < t; a++) {
+            double v = 0.0;
+            for (int64_t b = 0; b < t; b++)
+                v += d[b] * inv[b * t + a];
+            w[a] = fabs(v);
+        }
+        for (int64_t b = 0; b < t; b++) {
+            p[b] = k->beta[i * n + k->J[b]];
+            for (int64_t a = 0; a < t; a++)
+                p[b] += w[a] * k->beta[k->I[a] * n + k->J[b]];
+        }
+        memcpy(row, k->beta + i * n, (size_t)n * sizeof *row);
+        for (int64_t b = 0; b < t; b++)
+            for (int64_t j = 0; j < n; j++)
+                row[j] += p[b] * V[b * n + j] + w[b] * bI[b * n + j];
+        for (int64_t j = 0; j < n && rc > 0; j++)
+            rc = fabs(R[i * n + j]) <= row[j];
+    }
+    free(u);
+    return rc;
+}
+
+/* How many times the largest error left after q steps of
+ * tk__reads_garbage's elimination the q-th pivot must be, for the rank to
+ * be q: where it is less, the pivot is rounding too (the largest of what
+ * is left falls slowly from step to step once only rounding is left). */
+#define TK__RANK_DROP 4.0
+
+/* The largest |x| of count elements (0 for none) and its row and column
+ * in rows of n. */
+static double tk__largest(const double *x, int64_t count, int64_t *row, int64_t *col,
+                          int64_t n)
+{
+    double top = 0.0;
+    for (int64_t e = 0; e < count; e++)
+        if (fabs(x[e]) > top) {
+            top = fabs(x[e]);
+            *row = e / n;
+            *col = e % n;
+        }
+    return top;
 }
 
 /* Whether a failing matmul reads finite garbage beyond K.  Its last block
- * of K, read whole, adds G H to the product, where G (m x q) and H (q x n)
- * are the two operands' padding and q the block's pad width, b - K mod b
- * for a block size b of tk__k_blocks below K: the error cand - s is of
- * rank at most q, plus the rounding of a sum that now has the garbage's
- * terms too.  Gaussian elimination with complete pivoting (each pivot the
- * largest error left) takes out one rank a step.  Garbage is named where
- * at most q steps, and at most half the smaller dimension (beyond that
- * any error has the rank), leave every element within TK__GARBAGE_SLACK
- * times the bound of K + q terms whose magnitudes sum to A plus the
- * error's; and where the error exceeds the contract's bound in every row
- * and every column, as padding that feeds every element does (an error in
- * a few rows, of rank 1, is another one).  R and T, count doubles each,
- * are scratch; pr->rc takes a stop. */
+ * of K, read whole, adds G H to the product, where G (M x q) and H (q x N)
+ * are the two operands' padding and q the block's pad width: the error D
+ * = cand - s is of rank q (garbage in general position has no less), plus
+ * the rounding of a sum that now has the garbage's terms too, each
+ * element's within beta, the bound of K + q terms whose magnitudes sum to
+ * A plus |D|.  Gaussian elimination with complete pivoting (each pivot the
+ * largest error left) takes out one rank a step.  Garbage is named where,
+ * after q steps for q a pad width (b - (K mod b) for a power-of-two block
+ * b of 8 to 1024 below K, at most half the smaller dimension, so that most
+ * rows and columns are judged), every element lies within the bound that
+ * beta gives it through the elimination (tk__skeleton_within), and the
+ * q-th pivot is TK__RANK_DROP times the largest error left (the rank is
+ * q, no less); and where the error exceeds the contract's bound in every
+ * row and every column, as padding that feeds every element does.  A K
+ * block of the data's left out or added twice has a rank too, the block's
+ * size, not a pad width.  R and beta, count doubles each, are scratch;
+ * pr->rc takes a stop. */
 static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float *cand,
-                              const double *s, const double *A, double *R, double *T,
+                              const double *s, const double *A, double *R, double *beta,
                               tk__progress *pr)
 {
-    int64_t m = c->rows, n = c->cols, depth = c->depth, q_max = 0, pi = 0, pj = 0;
-    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
-        if (depth % tk__k_blocks[b] && tk__k_blocks[b] - depth % tk__k_blocks[b] > q_max)
-            q_max = tk__k_blocks[b] - depth % tk__k_blocks[b];
-    q_max = q_max < (m < n ? m : n) / 2 ? q_max : (m < n ? m : n) / 2;
+    int64_t m = c->rows, n = c->cols, depth = c->depth, q_max = 0, cap = (m < n ? m : n) / 2;
+    for (int64_t b = 8; b <= 1024 && b < depth; b *= 2)
+        if (depth % b && b - depth % b <= cap && b - depth % b > q_max)
+            q_max = b - depth % b;
     bool *col_over = q_max ? calloc((size_t)n, sizeof *col_over) : NULL;
-    if (!col_over)
-        return false;
+    int64_t *I = q_max ? malloc(2 * (size_t)q_max * sizeof *I) : NULL;
+    bool every = col_over && I, named = false;
+    tk__skeleton k = {cand, s, beta, m, n, I, I + q_max};
     tk__limits l = tk__limits_of(f32, depth), lq = tk__limits_of(f32, depth + q_max);
-    bool every = true, within = true;
-    double top = -1.0;
     for (int64_t i = 0; i < m && every; i++) {
         bool row_over = false;
         for (int64_t j = 0; j < n; j++) {
@@ -666,39 +769,47 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float
             row_over |= over;
             col_over[j] |= over;
             every &= isfinite(R[e]);
-            T[e] = TK__GARBAGE_SLACK *
-                   tk__bound_at(&lq, tk__bound_sum(&lq, A[e] + fabs(R[e])), cand[e]);
+            beta[e] = tk__bound_at(&lq, tk__bound_sum(&lq, A[e] + fabs(R[e])), cand[e]);
         }
         every &= row_over;
-        within &= tk__eliminate_row(R + i * n, R + i * n, 0.0, T + i * n, n, i, &top, &pi, &pj);
     }
     for (int64_t j = 0; j < n && every; j++)
         every = col_over[j];
-    free(col_over);
-    if (!every || within)   /* within without a step: not this */
-        return false;
     /* A pass of the diagnosis, reported from 0 to 1 (and where it stops
      * early at 1), at most once per 1/256. */
     double last = 0.0;
-    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
-        return false;
-    for (int64_t q = 0; q < q_max && !within; q++) {
-        int64_t ri = pi, rj = pj;
-        const double *pivot_row = R + ri * n;
-        double pivot = pivot_row[rj];
-        within = true;
-        top = -1.0;
-        for (int64_t t = 1; t <= m; t++) {   /* the pivot row last: the others read it */
-            int64_t i = (ri + t) % m;
-            within &= tk__eliminate_row(R + i * n, pivot_row, R[i * n + rj] / pivot, T + i * n,
-                                        n, i, &top, &pi, &pj);
+    if (every && (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
+        every = false;
+    double top = every ? tk__largest(R, m * n, &I[0], &k.J[0], n) : 0.0;
+    for (int64_t q = 0; every && q < q_max && !named && top > 0.0; q++) {
+        const double *prow = R + I[q] * n;
+        double pivot = prow[k.J[q]];
+        for (int64_t i = 0; i < m; i++) {
+            double f = R[i * n + k.J[q]] / pivot;
+            for (int64_t j = 0; i != I[q] && j < n; j++)
+                R[i * n + j] -= f * prow[j];
         }
-        double f = within ? 1.0 : (double)(q + 1) / (double)q_max;
+        for (int64_t j = 0; j < n; j++)   /* the pivot row, last: the others read it */
+            R[I[q] * n + j] = 0.0;
+        for (int64_t i = 0; i < m; i++)
+            R[i * n + k.J[q]] = 0.0;
+        int64_t ni = 0, nj = 0;
+        double next = tk__largest(R, m * n, &ni, &nj, n);
+        named = tk__pad_width(depth, q + 1) && top >= TK__RANK_DROP * next &&
+                tk__skeleton_within(&k, q + 1, R) == 1;
+        top = next;
+        if (q + 1 < q_max)
+            I[q + 1] = ni, k.J[q + 1] = nj;
+        double f = named ? 1.0 : (double)(q + 1) / (double)q_max;
         if ((f == 1.0 || f >= last + 1.0 / 256) &&
             (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, last = f)))
-            return false;
+            named = false, every = false;
     }
-    return within;
+    if (every && last < 1.0 && !pr->rc)
+        pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
+    free(col_over);
+    free(I);
+    return named && !pr->rc;
 }
 
 /* Which alternative contract explains a failing candidate: first a NaN

@@ -27,6 +27,7 @@ struct how {
     bool drop, bf16, nan_pad, into_out, nan_row, shift;
     bool garbage;       /* the padding beyond K finite, different in every row and column */
     bool garbage_row;   /* row 0 alone off by the garbage of one term */
+    bool skip_first;    /* the first block of K left out */
 };
 
 /* The garbage in the padding of x (row i, column kk) and of y (row kk,
@@ -64,7 +65,7 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             float acc = o[i * n + j];
-            for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
+            for (int64_t k0 = h->skip_first ? h->bk : 0; k0 < end; k0 += h->bk) {
                 float part = 0.0f;
                 for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad || h->garbage);
                      kk++)
@@ -341,11 +342,12 @@ Test(bound, wrong_kernels_are_named)
 }
 
 /* A matmul whose last block of K reads finite garbage has an error of rank
- * at most the block's pad width, in every element: named where the shape
- * leaves room to tell (a rank at most half the smaller dimension), for
- * pads of 4 (blocks of 16 at K = 300) and 20 (64); not where it leaves
- * none (6 rows), nor for a pad of 84 (128), beyond half of 80 columns.  A
- * low-rank error in one row only is another error. */
+ * the block's pad width, in every element: named where the shape leaves
+ * room to tell (a rank at most half the smaller dimension), for pads of 4
+ * (blocks of 16 at K = 300) and 20 (64), into float32 and bfloat16; not
+ * where it leaves none (6 rows), nor for a pad of 84 (128), beyond half of
+ * 80 columns.  A low-rank error in one row only is another error, and so
+ * is the first K block of 16 left out: its rank, 16, is no pad width. */
 Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
 {
     enum { GM = 96, GK = 300, GN = 80 };
@@ -355,12 +357,15 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
     const struct {
         int64_t m;
         struct how h;
-        int want;
-    } cases[] = {{GM, {.bk = 16, .garbage = true}, TK_SCHEDULE_K_TAIL_PADDING},
-                 {GM, {.bk = 64, .garbage = true}, TK_SCHEDULE_K_TAIL_PADDING},
-                 {6, {.bk = 16, .garbage = true}, TK_SCHEDULE_UNKNOWN},
-                 {GM, {.bk = 128, .garbage = true}, TK_SCHEDULE_UNKNOWN},
-                 {GM, {.bk = 16, .garbage_row = true}, TK_SCHEDULE_UNKNOWN}};
+        int out, want;
+    } cases[] = {{GM, {.bk = 16, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_K_TAIL_PADDING},
+                 {GM, {.bk = 64, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_K_TAIL_PADDING},
+                 {GM, {.bk = 16, .garbage = true}, TK_DTYPE_BF16, TK_SCHEDULE_K_TAIL_PADDING},
+                 {GM, {.bk = 64, .garbage = true}, TK_DTYPE_BF16, TK_SCHEDULE_K_TAIL_PADDING},
+                 {6, {.bk = 16, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 128, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .garbage_row = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .skip_first = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct how h = cases[c].h;
         tk_kernel *k;
@@ -371,7 +376,7 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
         const float *orig[2] = {x, y};
         for (int d = 0; d < 2; d++)
             cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
-                                                     TK_DTYPE_F32, cases[c].m, GK, GN, orig),
+                                                     cases[c].out, cases[c].m, GK, GN, orig),
                          TK_OK);
         tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
         for (int64_t i = 0; i < 2; i++)
