@@ -1165,13 +1165,8 @@ Test(call, matmul_through_the_pipeline_equals_the_host_run)
     tkt_expect_status(tk_pipeline_run(p, (const tk_matrix *const *)in, sim), TK_ESTATE);
     tk_pipeline_destroy(p);
     tk_device_destroy(d);
-    tk_call_destroy(c);
-    tk_matrix_destroy(in[0]);
-    tk_matrix_destroy(in[1]);
-    tk_matrix_destroy(host);
     tk_matrix_destroy(sim);
-    free(x);
-    free(y);
+    destroy_all(c, in, host, x, y);
 }
 
 /* TK_CALL_ROUND_STEPS 1: a bfloat16 output block is rounded after every k
@@ -1230,13 +1225,8 @@ Test(call, round_steps_rounds_a_resident_output_block_after_every_step)
     cr_assert_gt(differ, M * N / 4, "rounding every step shows in %lld elements",
                  (long long)differ);
     tk_device_destroy(d);
-    tk_call_destroy(c);
-    tk_matrix_destroy(in[0]);
-    tk_matrix_destroy(in[1]);
-    tk_matrix_destroy(host);
     tk_matrix_destroy(sim);
-    free(x);
-    free(y);
+    destroy_all(c, in, host, x, y);
 }
 
 Test(call, the_pipeline_skips_repeated_blocks_and_checks_layout)
