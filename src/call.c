@@ -689,14 +689,15 @@ int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t
 {
     /* The output blocks as the run made them: the body may write the views. */
     tk_block out[TK_CALL_MAX_OPERANDS];
-    for (int j = 0; c->round_steps && j < c->n_out; j++)
+    bool round = c->round_steps;
+    for (int j = 0; round && j < c->n_out; j++)
         out[j] = *blocks[c->n_in + j];
     int rc = c->body(c->user, blocks, c->n_in + c->n_out);
     if (!rc) {
         /* TK_CALL_ROUND_STEPS: each output block through its dtype, in rows
          * of at most a chunk, as the kernel's output ref would hold it. */
         unsigned char code[256 * 4];
-        for (int j = 0; c->round_steps && j < c->n_out; j++) {
+        for (int j = 0; round && j < c->n_out; j++) {
             int d = c->out[j].dtype;
             int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
             for (int64_t r = 0; d != TK_DTYPE_F32 && r < out[j].rows; r++)

@@ -1213,13 +1213,17 @@ Test(call, round_steps_rounds_a_resident_output_block_after_every_step)
             }
         tk_pipeline *p;
         tkt_expect_status(tk_pipeline_create_call(&p, c, d), TK_OK);
-        memset(tk_matrix_data(sim), 0x55, (size_t)(M * N * 2));
-        tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim),
-                          TK_OK);
-        cr_assert(!memcmp(tk_matrix_data(sim), tk_matrix_data(host), (size_t)(M * N * 2)));
-        cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES),
-                     2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2) +
-                         (round ? 0.0 : 16 * 128 * 4));
+        for (int detect = 1; detect >= 0; detect--) {   /* the host's executor, then slots' */
+            tkt_expect_status(tk_pipeline_set(p, TK_PIPE_DETECT_RACES, detect), TK_OK);
+            memset(tk_matrix_data(sim), 0x55, (size_t)(M * N * 2));
+            tkt_expect_status(tk_pipeline_run_call(p, 2, (const tk_matrix *const *)in, 1, &sim),
+                              TK_OK);
+            cr_assert(!memcmp(tk_matrix_data(sim), tk_matrix_data(host), (size_t)(M * N * 2)),
+                      "round %d detect %d", round, detect);
+            cr_assert_eq(pstat(p, TK_STAT_ONCHIP_BYTES),
+                         2.0 * (16 * 128 * 4 + 128 * 128 * 4 + 16 * 128 * 2) +
+                             (round ? 0.0 : 16 * 128 * 4));
+        }
         tk_pipeline_destroy(p);
     }
     cr_assert_gt(differ, M * N / 4, "rounding every step shows in %lld elements",

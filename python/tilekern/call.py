@@ -76,7 +76,10 @@ class Call(_ffi.Handle):
     then outputs, each block_rows x block_cols, valid only during the call
     (keep a copy, not the array); output blocks start as NaN
     and must be initialized on their first visit (``if step.grid[2] == 0``
-    for a k-loop), as a Pallas kernel does with pl.when.  An exception in
+    for a k-loop), as a Pallas kernel does with pl.when.  They stay float32
+    while resident, as a float32 scratch accumulator; round_steps=True
+    rounds them to their dtype after every step, as a kernel accumulating
+    in a narrower output ref holds them.  An exception in
     the body or an index map stops the run, leaves the outputs untouched and
     is raised again.  dimension_semantics names each axis "parallel" or
     "arbitrary" (the default); pad is what reads past an input's edge see:
@@ -86,7 +89,8 @@ class Call(_ffi.Handle):
 
     def __init__(self, grid: Sequence[int], body: Callable, in_specs: Sequence[BlockSpec],
                  out_specs: Sequence[BlockSpec],
-                 dimension_semantics: Optional[Sequence[str]] = None, pad="zero"):
+                 dimension_semantics: Optional[Sequence[str]] = None, pad="zero",
+                 round_steps: bool = False):
         if not callable(body):
             raise errors.InvalidArgumentError(f"the body {body!r} is not callable")
         grid = tuple(_ffi.as_int(g, "the grid size", int64=True) for g in grid)
@@ -105,6 +109,7 @@ class Call(_ffi.Handle):
             lib.tk_call_set_dimension(self, axis, _ffi.encode(name, DIMENSIONS,
                                                               "dimension semantics"))
         self.pad = pad
+        self.round_steps = round_steps
 
     @classmethod
     def from_kernel(cls, kernel, tiling, dtype: str = "float32") -> "Call":

@@ -2,15 +2,17 @@
  * inputs and outputs of every float dtype with row gaps, block shapes with
  * tails, affine index maps (identities, broadcasts, k-loops, strides,
  * offsets, some out of range) given as matrices or as callbacks, parallel
- * axes, padding fills, undo, and bodies or maps that fail at a fuzzed step.
+ * axes, padding fills, undo, output blocks rounded after every step or
+ * not, and bodies or maps that fail at a fuzzed step.
  *
  * The reference is tk_call(3)'s semantics written plainly: the steps in
  * row-major order; every block index checked first (TK_ERANGE outside its
  * grid, TK_ELAYOUT for an output revisited along a parallel axis or after
  * it was written back, TK_ECALLBACK for a failing map), the outputs then
  * untouched; an input block promoted with the padding fill past its edge;
- * an output block filled with NaN when its index changes and written back,
- * cast once, when it changes again or the grid ends.  The body is one
+ * an output block filled with NaN when its index changes, rounded to its
+ * dtype after every step with TK_CALL_ROUND_STEPS, and written back, cast,
+ * when it changes again or the grid ends.  The body is one
  * function that both sides run on their blocks.  A run must match the
  * reference's status, output bytes (row gaps included), statistics and,
  * inside the body, every field of every block; inputs never change.  A
@@ -56,6 +58,7 @@ typedef struct {
     int pad;                              /* 0: leave the default (zero) */
     float pad_value;
     int undo;
+    bool round;                           /* TK_CALL_ROUND_STEPS */
     int64_t body_fails_at;                /* -1: never */
     operand op[MAX_OPS];                  /* inputs, then outputs */
     /* The reference's block indices, step by step. */
@@ -291,6 +294,12 @@ static void reference_run(spec *s, float fill, unsigned char **want, stats *ref)
         for (int i = 0; i < s->n_in + s->n_out; i++)
             v[i] = (view){blk[i], s->op[i].bc, s->op[i].br, s->op[i].bc};
         compute(s, t, v, v + s->n_in);
+        for (int i = s->n_in; i < s->n_in + s->n_out && s->round; i++)   /* the output refs */
+            for (int64_t e = 0; e < s->op[i].br * s->op[i].bc; e++) {
+                unsigned char code[4];
+                check(tk_dtype_from_f32_n(s->op[i].dtype, code, &blk[i][e], 1) == TK_OK);
+                check(tk_dtype_to_f32_n(s->op[i].dtype, &blk[i][e], code, 1) == TK_OK);
+            }
     }
     ref->steps = s->steps;
     for (int i = 0; i < s->n_in + s->n_out; i++)
@@ -499,6 +508,7 @@ static void run_call(bytes *b)
     s.pad_value = pad_values[take(b, 0, 3)];
     s.undo = take(b, 0, 3) != 3;
     s.body_fails_at = take(b, 0, 5) == 5 ? take(b, 0, (int)s.steps - 1) : -1;
+    s.round = take(b, 0, 3) == 3;
 
     tk_call *c = NULL;
     check(tk_call_create(&c, s.rank, s.grid, body, &s) == TK_OK && c);
@@ -522,6 +532,7 @@ static void run_call(bytes *b)
     else if (s.pad)
         check(tk_call_set(c, TK_CALL_PAD, s.pad) == TK_OK);
     check(tk_call_set(c, TK_CALL_UNDO, s.undo) == TK_OK);
+    check(tk_call_set(c, TK_CALL_ROUND_STEPS, s.round) == TK_OK);
 
     int errs[3], n_errs = reference_checks(&s, errs);
     unsigned char *want[MAX_OUT] = {NULL};

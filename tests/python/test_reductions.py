@@ -313,8 +313,9 @@ def test_a_call_accumulating_in_its_bfloat16_output_is_named():
             c = tk.Call((-(-M // 64), -(-N // 128), -(-K // 128)), body,
                         [tk.BlockSpec((M, K), (64, 128), lambda i, j, k: (i, k), x.dtype.name),
                          tk.BlockSpec((K, N), (128, 128), lambda i, j, k: (k, j), y.dtype.name)],
-                        [tk.BlockSpec((M, N), (64, 128), lambda i, j, k: (i, j), "bfloat16")])
-            c.round_steps = round_steps
+                        [tk.BlockSpec((M, N), (64, 128), lambda i, j, k: (i, j), "bfloat16")],
+                        round_steps=round_steps)
+            assert c.round_steps is round_steps
             return c.run([x, y])[0]
         return candidate
 
