@@ -8,7 +8,9 @@ strategy) and tk_pipeline_run, and the padded element counts with the
 library's; a deliberately racy Pallas kernel and the tk_pipeline fault that
 models the same mistake must both be reported.  Then pallas_call grids
 (pallas_calls.py: matmul, row sum, bias add, transpose, axpy) against
-tilekern.Call on small integers (every sum exact), the axpy also as the
+tilekern.Call on small integers (every sum exact), a matmul accumulating
+in its bfloat16 or float16 output ref against Call(round_steps=True), the
+axpy also as the
 built-in kernel's call (Call.from_kernel), with the copies each
 skips, a non-consecutive output revisit and a body that never initializes
 its output, which both sides must catch.  Last, special values
@@ -190,7 +192,7 @@ def skipped_copies(grid, maps):
     return skipped
 
 
-def tk_matmul(x, y, block, out_dtype):
+def tk_matmul(x, y, block, out_dtype, round_steps=False):
     (m, k), n = x.shape, y.shape[1]
     bm, bk, bn = block
 
@@ -204,7 +206,8 @@ def tk_matmul(x, y, block, out_dtype):
     c = tk.Call(grid, body, [tk.BlockSpec(x.shape, (bm, bk), maps[0], x.dtype.name),
                              tk.BlockSpec(y.shape, (bk, bn), maps[1], y.dtype.name)],
                 [tk.BlockSpec((m, n), (bm, bn), lambda i, j, kk: (i, j), out_dtype)],
-                dimension_semantics=("parallel", "parallel", "arbitrary"))
+                dimension_semantics=("parallel", "parallel", "arbitrary"),
+                round_steps=round_steps)
     return c, [x, y], skipped_copies(grid, maps)
 
 
@@ -294,6 +297,21 @@ def grids():
     x, y = ints((37, 45), 1), ints((45, 300), 2)
     grid_case("matmul_f32_to_bf16", (37, 300, 45), "bfloat16", (8, 128, 128),
               pc.matmul(x, y, (8, 128, 128), bf16), tk_matmul(x, y, (8, 128, 128), "bfloat16"))
+    # A kernel accumulating in its narrow output ref (sums past 256 round at
+    # every k step) against Call(round_steps=True).
+    # Without it the same call must differ, or the case would tell nothing.
+    # Integers up to 33 in magnitude: every step's sum exact in float32, and
+    # past 256 (bfloat16's last exact integer) and 2048 (float16's).
+    x, y = ints((37, 300), 1) * 10 + ints((37, 300), 7), ints((300, 260), 2) * 10
+    for out in ("bfloat16", "float16"):
+        want = pc.matmul(x, y, (16, 128, 128), np.dtype(getattr(ml_dtypes, out, out)),
+                         in_out_ref=True)
+        grid_case("matmul_accumulating_in_out_ref", (37, 260, 300), out, (16, 128, 128), want,
+                  tk_matmul(x, y, (16, 128, 128), out, round_steps=True))
+        call, inputs, _ = tk_matmul(x, y, (16, 128, 128), out)
+        if first_difference(call.run(inputs)[0], want) is None:
+            report(f"matmul_accumulating_in_out_ref {out} without round_steps",
+                   "a float32 accumulator matches Pallas too: the case tells nothing apart")
 
     # A non-consecutive revisit: grid (2, 2), output map (i, j) -> (j, 0).
     x = np.ones((16, 256), np.float32)

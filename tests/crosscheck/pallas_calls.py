@@ -98,9 +98,22 @@ def _mm_scratch(x_ref, y_ref, o_ref, acc_ref):
         o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
-def matmul(x, y, block=(16, 128, 128), out_dtype=None):
+def _mm_narrow_out(x_ref, y_ref, o_ref):
+    # Narrow output, no scratch: the output ref is the accumulator, so each
+    # k step's sum is rounded to its dtype as it is stored.
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
+
+    o_ref[...] = (o_ref[...].astype(_F32) +
+                  jnp.dot(x_ref[...], y_ref[...], preferred_element_type=_F32)).astype(o_ref.dtype)
+
+
+def matmul(x, y, block=(16, 128, 128), out_dtype=None, in_out_ref=False):
     """x (M, K) @ y (K, N) -> (M, N) of out_dtype (default x.dtype).
-    Grid (Mp/bm, Np/bn, Kp/bk), semantics (parallel, parallel, arbitrary)."""
+    Grid (Mp/bm, Np/bn, Kp/bk), semantics (parallel, parallel, arbitrary).
+    A narrow output accumulates in an f32 scratch, or with in_out_ref in
+    the output ref itself."""
     bm, bk, bn = block
     (m, kk), (_, n) = x.shape, y.shape
     out_dtype = np.dtype(out_dtype or x.dtype)
@@ -110,6 +123,8 @@ def matmul(x, y, block=(16, 128, 128), out_dtype=None):
     _need((bm, bn), (mp, np_), "matmul out")
     if out_dtype == np.float32:
         body, scratch = _mm_into_out, []
+    elif in_out_ref:
+        body, scratch = _mm_narrow_out, []
     else:
         body, scratch = _mm_scratch, [pltpu.VMEM((bm, bn), _F32)]
     out = pl.pallas_call(
