@@ -729,45 +729,142 @@ static double tk__largest(const double *x, int64_t count, int64_t *row, int64_t 
     return top;
 }
 
+/* How far from the span of a window of the data (its norm's part) a
+ * column or row of a low-rank error may lie and still be the data's
+ * (tk__in_window). */
+#define TK__WINDOW_SLACK 0.1
+
+/* Orthonormal columns spanning the q vectors v(b), b < q, of length len
+ * (element i of v(b) at base[i * stride + b * step]), by modified
+ * Gram-Schmidt, into Q (len x q, a vector per column); the number kept
+ * (those not within 1e-12 of the span of the earlier ones are). */
+static int64_t tk__basis(const float *base, int64_t len, int64_t stride, int64_t step,
+                         int64_t q, double *Q)
+{
+    int64_t kept = 0;
+    for (int64_t b = 0; b < q; b++) {
+        double *v = Q + kept * len, norm0 = 0.0, norm = 0.0;
+        for (int64_t i = 0; i < len; i++) {
+            v[i] = base[i * stride + b * step];
+            norm0 += v[i] * v[i];
+        }
+        for (int64_t c = 0; c < kept; c++) {
+            const double *u = Q + c * len;
+            double d = 0.0;
+            for (int64_t i = 0; i < len; i++)
+                d += u[i] * v[i];
+            for (int64_t i = 0; i < len; i++)
+                v[i] -= d * u[i];
+        }
+        for (int64_t i = 0; i < len; i++)
+            norm += v[i] * v[i];
+        if (!(norm > 1e-24 * norm0))
+            continue;
+        for (int64_t i = 0; i < len; i++)
+            v[i] /= sqrt(norm);
+        kept++;
+    }
+    return kept;
+}
+
+/* Whether each of the q vectors e(a) of length len lies within
+ * TK__WINDOW_SLACK of its norm of the span of the kept orthonormal columns
+ * Q; r is scratch of len. */
+static bool tk__spanned(const tk__skeleton *k, bool columns, int64_t q, const double *Q,
+                        int64_t kept, int64_t len, double *r)
+{
+    for (int64_t a = 0; a < q; a++) {
+        double norm = 0.0, left = 0.0;
+        for (int64_t i = 0; i < len; i++) {
+            r[i] = columns ? tk__err(k, i, k->J[a]) : tk__err(k, k->I[a], i);
+            norm += r[i] * r[i];
+        }
+        for (int64_t c = 0; c < kept; c++) {
+            const double *u = Q + c * len;
+            double d = 0.0;
+            for (int64_t i = 0; i < len; i++)
+                d += u[i] * r[i];
+            for (int64_t i = 0; i < len; i++)
+                r[i] -= d * u[i];
+        }
+        for (int64_t i = 0; i < len; i++)
+            left += r[i] * r[i];
+        if (!(left <= TK__WINDOW_SLACK * TK__WINDOW_SLACK * norm))
+            return false;
+    }
+    return true;
+}
+
+/* Whether the error of rank q found at the pivots (rows I, columns J) is
+ * the data's: its columns D[:, J] in the span of x's columns of a window
+ * [w, w + q) of K, or its rows D[I, :] in that of y's rows there, as when
+ * a block of K is left out, added twice or read shifted.  The windows
+ * start at the multiples of q and at K - q.  -1 where memory ran out. */
+static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
+{
+    int64_t m = k->m, n = k->n, len = m > n ? m : n;
+    double *Q = malloc((size_t)((q + 1) * len) * sizeof *Q);
+    if (!Q)
+        return -1;
+    double *r = Q + q * len;
+    bool data = false;
+    for (int64_t w = 0; w + q <= p->k && !data; w = w + 2 * q <= p->k || w + q == p->k
+                                                          ? w + q : p->k - q) {
+        int64_t kept = tk__basis(p->x + w, m, p->k, 1, q, Q);
+        data = tk__spanned(k, true, q, Q, kept, m, r);
+        kept = tk__basis(p->y + w * n, n, 1, n, q, Q);
+        data = data || tk__spanned(k, false, q, Q, kept, n, r);
+    }
+    free(Q);
+    return data;
+}
+
 /* Whether a failing matmul reads finite garbage beyond K.  Its last block
  * of K, read whole, adds G H to the product, where G (M x q) and H (q x N)
  * are the two operands' padding and q the block's pad width: the error D
  * = cand - s is of rank q (garbage in general position has no less), plus
  * the rounding of a sum that now has the garbage's terms too, each
- * element's within beta, the bound of K + q terms whose magnitudes sum to
- * A plus |D|.  Gaussian elimination with complete pivoting (each pivot the
- * largest error left) takes out one rank a step.  Garbage is named where,
- * after q steps for q a pad width (b - (K mod b) for a power-of-two block
- * b of 8 to 1024 below K, at most half the smaller dimension, so that most
- * rows and columns are judged), every element lies within the bound that
- * beta gives it through the elimination (tk__skeleton_within), and the
- * q-th pivot is TK__RANK_DROP times the largest error left (the rank is
- * q, no less); and where the error exceeds the contract's bound in every
- * row and every column, as padding that feeds every element does.  A K
- * block of the data's left out or added twice has a rank too, the block's
- * size, not a pad width.  R and beta, count doubles each, are scratch;
- * pr->rc takes a stop. */
-static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float *cand,
-                              const double *s, const double *A, double *R, double *beta,
-                              tk__progress *pr)
+ * element's within beta, the bound of K + q_max terms whose magnitudes sum
+ * to A plus |D|.  Gaussian elimination with complete pivoting (each pivot
+ * the largest error left) takes out one rank a step.  Garbage is named
+ * where all of these hold:
+ *  - the error exceeds the contract's bound in every row and every column,
+ *    and TK__RANK_DROP times it in at least half the elements, as padding
+ *    that feeds every element does (not a few outliers);
+ *  - after q steps, for q a pad width (b - (K mod b) for a power-of-two
+ *    block b of 8 to 1024 below K) of at least 3 (a bias on rows or
+ *    columns has rank 1 or 2) and at most a quarter of the smaller
+ *    dimension (a swap of rows in pairs has rank M / 2), every element
+ *    lies within the bound that beta gives it through the elimination
+ *    (tk__skeleton_within);
+ *  - the q-th pivot is TK__RANK_DROP times the largest error left: the
+ *    rank is q, no less;
+ *  - the error is not the data's (tk__from_data).
+ * R and beta, count doubles each, are scratch; pr->rc takes a stop. */
+static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__pass *p,
+                              const float *cand, const double *s, const double *A, double *R,
+                              double *beta, tk__progress *pr)
 {
-    int64_t m = c->rows, n = c->cols, depth = c->depth, q_max = 0, cap = (m < n ? m : n) / 2;
+    int64_t m = c->rows, n = c->cols, depth = c->depth, q_max = 0, cap = (m < n ? m : n) / 4;
     for (int64_t b = 8; b <= 1024 && b < depth; b *= 2)
         if (depth % b && b - depth % b <= cap && b - depth % b > q_max)
             q_max = b - depth % b;
-    bool *col_over = q_max ? calloc((size_t)n, sizeof *col_over) : NULL;
-    int64_t *I = q_max ? malloc(2 * (size_t)q_max * sizeof *I) : NULL;
+    if (q_max < 3)
+        return false;
+    bool *col_over = calloc((size_t)n, sizeof *col_over);
+    int64_t *I = malloc(2 * (size_t)q_max * sizeof *I), large = 0;
     bool every = col_over && I, named = false;
-    tk__skeleton k = {cand, s, beta, m, n, I, I + q_max};
+    tk__skeleton k = {cand, s, beta, m, n, I, I ? I + q_max : NULL};
     tk__limits l = tk__limits_of(f32, depth), lq = tk__limits_of(f32, depth + q_max);
     for (int64_t i = 0; i < m && every; i++) {
         bool row_over = false;
         for (int64_t j = 0; j < n; j++) {
             int64_t e = i * n + j;
             R[e] = (double)cand[e] - s[e];
-            bool over = !(fabs(R[e]) <= tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]));
-            row_over |= over;
-            col_over[j] |= over;
+            double b = tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]);
+            row_over |= !(fabs(R[e]) <= b);
+            col_over[j] |= !(fabs(R[e]) <= b);
+            large += fabs(R[e]) > TK__RANK_DROP * b;
             every &= isfinite(R[e]);
             beta[e] = tk__bound_at(&lq, tk__bound_sum(&lq, A[e] + fabs(R[e])), cand[e]);
         }
@@ -775,6 +872,7 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float
     }
     for (int64_t j = 0; j < n && every; j++)
         every = col_over[j];
+    every &= large >= (m * n + 1) / 2;
     /* A pass of the diagnosis, reported from 0 to 1 (and where it stops
      * early at 1), at most once per 1/256. */
     double last = 0.0;
@@ -795,8 +893,8 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const float
             R[i * n + k.J[q]] = 0.0;
         int64_t ni = 0, nj = 0;
         double next = tk__largest(R, m * n, &ni, &nj, n);
-        named = tk__pad_width(depth, q + 1) && top >= TK__RANK_DROP * next &&
-                tk__skeleton_within(&k, q + 1, R) == 1;
+        named = q + 1 >= 3 && tk__pad_width(depth, q + 1) && top >= TK__RANK_DROP * next &&
+                tk__skeleton_within(&k, q + 1, R) == 1 && tk__from_data(&k, p, q + 1) == 0;
         top = next;
         if (q + 1 < q_max)
             I[q + 1] = ni, k.J[q + 1] = nj;
@@ -901,7 +999,8 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         if (tk__worst(&f32, p.k_end, count, cand, want, s2, A2, &at, NULL) <= 1.0)
             return TK_SCHEDULE_K_TAIL;
     }
-    if (!over && kc->reduce == TK__REDUCE_MATMUL && tk__reads_garbage(c, &f32, cand, s, A, s2, A2, pr))
+    if (!over && kc->reduce == TK__REDUCE_MATMUL &&
+        tk__reads_garbage(c, &f32, &p, cand, s, A, s2, A2, pr))
         return TK_SCHEDULE_K_TAIL_PADDING;
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;

@@ -343,11 +343,12 @@ Test(bound, wrong_kernels_are_named)
 
 /* A matmul whose last block of K reads finite garbage has an error of rank
  * the block's pad width, in every element: named where the shape leaves
- * room to tell (a rank at most half the smaller dimension), for pads of 4
- * (blocks of 16 at K = 300) and 20 (64), into float32 and bfloat16; not
- * where it leaves none (6 rows), nor for a pad of 84 (128), beyond half of
- * 80 columns.  A low-rank error in one row only is another error, and so
- * is the first K block of 16 left out: its rank, 16, is no pad width. */
+ * room to tell (a rank at most a quarter of the smaller dimension), for
+ * pads of 4 (blocks of 16 at K = 300) and 20 (64), into float32 and
+ * bfloat16; not where it leaves none (6 rows), nor for a pad of 84 (128),
+ * beyond a quarter of 80 columns.  A low-rank error in one row only is
+ * another error, and so is the first 4 terms of K left out: its rank is a
+ * pad width, but its columns are the data's. */
 Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
 {
     enum { GM = 96, GK = 300, GN = 80 };
@@ -365,7 +366,8 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
                  {6, {.bk = 16, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 128, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 16, .garbage_row = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
-                 {GM, {.bk = 16, .skip_first = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN}};
+                 {GM, {.bk = 4, .skip_first = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 4, .skip_first = true}, TK_DTYPE_BF16, TK_SCHEDULE_UNKNOWN}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct how h = cases[c].h;
         tk_kernel *k;

@@ -282,7 +282,7 @@ def test_a_k_tail_that_reads_finite_garbage_is_named_by_its_rank():
     """A TPU pads with whatever its memory held: finite garbage of the
     data's size in the last K block (K = 300: 84 columns of padding with
     blocks of 128) makes an error of rank 84, named where the output has
-    room to tell (at least 168 rows and columns), on every input dtype."""
+    room to tell (at least 336 rows and columns), on every input dtype."""
     def garbage_padded(a, axis, seed):
         g = np.random.default_rng(seed).uniform(-4, 4, a.shape[:axis] + (84,) +
                                                  a.shape[axis + 1:]).astype(np.float32)
@@ -291,7 +291,7 @@ def test_a_k_tail_that_reads_finite_garbage_is_named_by_its_rank():
     def reads_garbage(x, y):
         return blocked(garbage_padded(x, 1, 1), garbage_padded(y, 0, 2))
 
-    r = tk.audit_matmul(reads_garbage, shapes=[(176, 300, 192)], dtypes=DTYPES,
+    r = tk.audit_matmul(reads_garbage, shapes=[(352, 300, 384)], dtypes=DTYPES,
                         out_dtype="float32")
     assert {c.diagnosis for c in r.cases} == {"k-tail-reads-padding"}, r.summary()
 
