@@ -731,7 +731,7 @@ static double tk__largest(const double *x, int64_t count, int64_t *row, int64_t 
 
 /* How far from the span of a window of the data (its norm's part) a
  * column or row of a low-rank error may lie and still be the data's
- * (tk__in_window). */
+ * (tk__spanned). */
 #define TK__WINDOW_SLACK 0.1
 
 /* Orthonormal columns spanning the q vectors v(b), b < q, of length len
