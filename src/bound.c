@@ -797,23 +797,29 @@ static bool tk__spanned(const tk__skeleton *k, bool columns, int64_t q, const do
 
 /* Whether the error of rank q found at the pivots (rows I, columns J) is
  * the data's: its columns D[:, J] in the span of x's columns of a window
- * [w, w + q) of K, or its rows D[I, :] in that of y's rows there, as when
- * a block of K is left out, added twice or read shifted.  The windows
- * start at the multiples of q and at K - q.  -1 where memory ran out. */
+ * of 3q terms of K, or its rows D[I, :] in that of y's rows there, as when
+ * up to 2q terms of K, anywhere, are left out, added twice, scaled, read
+ * from another block or out of order.  The windows start at the multiples
+ * of q, the last ending at K: each q + 1 terms in a row fall in one.
+ * (With q at most a quarter of M and N, a window spans at most three
+ * quarters of the space, and garbage in general position lies far from
+ * it.)  -1 where memory ran out. */
 static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
 {
-    int64_t m = k->m, n = k->n, len = m > n ? m : n;
-    double *Q = malloc((size_t)((q + 1) * len) * sizeof *Q);
+    int64_t m = k->m, n = k->n, len = m > n ? m : n, span = 3 * q < p->k ? 3 * q : p->k;
+    double *Q = malloc((size_t)((span + 1) * len) * sizeof *Q);
     if (!Q)
         return -1;
-    double *r = Q + q * len;
+    double *r = Q + span * len;
     bool data = false;
-    for (int64_t w = 0; w + q <= p->k && !data; w = w + 2 * q <= p->k || w + q == p->k
-                                                          ? w + q : p->k - q) {
-        int64_t kept = tk__basis(p->x + w, m, p->k, 1, q, Q);
+    for (int64_t w = 0; !data; w += q) {
+        int64_t w0 = w < p->k - span ? w : p->k - span;
+        int64_t kept = tk__basis(p->x + w0, m, p->k, 1, span, Q);
         data = tk__spanned(k, true, q, Q, kept, m, r);
-        kept = tk__basis(p->y + w * n, n, 1, n, q, Q);
+        kept = tk__basis(p->y + w0 * n, n, 1, n, span, Q);
         data = data || tk__spanned(k, false, q, Q, kept, n, r);
+        if (w0 + span >= p->k)
+            break;
     }
     free(Q);
     return data;
@@ -824,8 +830,8 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
  * are the two operands' padding and q the block's pad width: the error D
  * = cand - s is of rank q (garbage in general position has no less), plus
  * the rounding of a sum that now has the garbage's terms too, each
- * element's within beta, the bound of K + q_max terms whose magnitudes sum
- * to A plus |D|.  Gaussian elimination with complete pivoting (each pivot
+ * element's within beta, the bound of K + q_max terms (the largest pad
+ * width tried) whose magnitudes sum to A plus |D|.  Gaussian elimination with complete pivoting (each pivot
  * the largest error left) takes out one rank a step.  Garbage is named
  * where all of these hold:
  *  - the error exceeds the contract's bound in every row and every column,
@@ -839,7 +845,9 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
  *    (tk__skeleton_within);
  *  - the q-th pivot is TK__RANK_DROP times the largest error left: the
  *    rank is q, no less;
- *  - the error is not the data's (tk__from_data).
+ *  - the error is not the data's (tk__from_data): padding that copies the
+ *    data of a window of K, as a pipeline buffer's earlier block may, is
+ *    taken for the data's error.
  * R and beta, count doubles each, are scratch; pr->rc takes a stop. */
 static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__pass *p,
                               const float *cand, const double *s, const double *A, double *R,
