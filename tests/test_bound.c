@@ -27,7 +27,7 @@ struct how {
     bool drop, bf16, nan_pad, into_out, nan_row, shift;
     bool garbage;       /* the padding beyond K finite, different in every row and column */
     bool garbage_row;   /* row 0 alone off by the garbage of one term */
-    bool skip_first;    /* the first block of K left out */
+    int skip_at, skip;  /* terms [skip_at, skip_at + skip) of K left out */
 };
 
 /* The garbage in the padding of x (row i, column kk) and of y (row kk,
@@ -65,11 +65,12 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             float acc = o[i * n + j];
-            for (int64_t k0 = h->skip_first ? h->bk : 0; k0 < end; k0 += h->bk) {
+            for (int64_t k0 = 0; k0 < end; k0 += h->bk) {
                 float part = 0.0f;
                 for (int64_t kk = k0; kk < k0 + h->bk && (kk < end || h->nan_pad || h->garbage);
                      kk++)
-                    part += kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j]
+                    part += kk >= h->skip_at && kk < h->skip_at + h->skip ? 0.0f
+                            : kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j]
                             : h->garbage ? garbage_x(i, kk) * garbage_y(kk, j) : NAN;
                 acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
             }
@@ -347,8 +348,9 @@ Test(bound, wrong_kernels_are_named)
  * pads of 4 (blocks of 16 at K = 300) and 20 (64), into float32 and
  * bfloat16; not where it leaves none (6 rows), nor for a pad of 84 (128),
  * beyond a quarter of 80 columns.  A low-rank error in one row only is
- * another error, and so is the first 4 terms of K left out: its rank is a
- * pad width, but its columns are the data's. */
+ * another error, and so are 4 terms of K left out, first or from the
+ * third, and 20 from the 151st (ranks 4 and 20, the pads of blocks of 16
+ * and 64): their columns are the data's. */
 Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
 {
     enum { GM = 96, GK = 300, GN = 80 };
@@ -366,8 +368,10 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
                  {6, {.bk = 16, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 128, .garbage = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 16, .garbage_row = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
-                 {GM, {.bk = 4, .skip_first = true}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
-                 {GM, {.bk = 4, .skip_first = true}, TK_DTYPE_BF16, TK_SCHEDULE_UNKNOWN}};
+                 {GM, {.bk = 16, .skip = 4}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .skip = 4}, TK_DTYPE_BF16, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .skip_at = 2, .skip = 4}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
+                 {GM, {.bk = 16, .skip_at = 150, .skip = 20}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         struct how h = cases[c].h;
         tk_kernel *k;
