@@ -800,7 +800,7 @@ static bool tk__spanned(const tk__skeleton *k, bool columns, int64_t q, const do
  * of 3q terms of K, or its rows D[I, :] in that of y's rows there, as when
  * up to 2q terms of K, anywhere, are left out, added twice, scaled, read
  * from another block or out of order.  The windows start at the multiples
- * of q, the last ending at K: each q + 1 terms in a row fall in one.
+ * of q, the last ending at K: any 2q + 1 terms in a row fall in one.
  * (With q at most a quarter of M and N, a window spans at most three
  * quarters of the space, and garbage in general position lies far from
  * it.)  -1 where memory ran out. */
