@@ -734,30 +734,39 @@ static double tk__largest(const double *x, int64_t count, int64_t *row, int64_t 
  * (tk__spanned). */
 #define TK__WINDOW_SLACK 0.1
 
+/* v (of length len) less its projection on the kept orthonormal columns
+ * Q (len x kept, a vector per column); the squared norm left. */
+static double tk__project_out(const double *Q, int64_t kept, int64_t len, double *v)
+{
+    for (int64_t c = 0; c < kept; c++) {
+        const double *u = Q + c * len;
+        double d = 0.0;
+        for (int64_t i = 0; i < len; i++)
+            d += u[i] * v[i];
+        for (int64_t i = 0; i < len; i++)
+            v[i] -= d * u[i];
+    }
+    double left = 0.0;
+    for (int64_t i = 0; i < len; i++)
+        left += v[i] * v[i];
+    return left;
+}
+
 /* Orthonormal columns spanning the q vectors v(b), b < q, of length len
  * (element i of v(b) at base[i * stride + b * step]), by modified
- * Gram-Schmidt, into Q (len x q, a vector per column); the number kept
- * (those not within 1e-12 of the span of the earlier ones are). */
+ * Gram-Schmidt, into Q; the number kept (those not within 1e-12 of the
+ * span of the earlier ones are). */
 static int64_t tk__basis(const float *base, int64_t len, int64_t stride, int64_t step,
                          int64_t q, double *Q)
 {
     int64_t kept = 0;
     for (int64_t b = 0; b < q; b++) {
-        double *v = Q + kept * len, norm0 = 0.0, norm = 0.0;
+        double *v = Q + kept * len, norm0 = 0.0;
         for (int64_t i = 0; i < len; i++) {
             v[i] = base[i * stride + b * step];
             norm0 += v[i] * v[i];
         }
-        for (int64_t c = 0; c < kept; c++) {
-            const double *u = Q + c * len;
-            double d = 0.0;
-            for (int64_t i = 0; i < len; i++)
-                d += u[i] * v[i];
-            for (int64_t i = 0; i < len; i++)
-                v[i] -= d * u[i];
-        }
-        for (int64_t i = 0; i < len; i++)
-            norm += v[i] * v[i];
+        double norm = tk__project_out(Q, kept, len, v);
         if (!(norm > 1e-24 * norm0))
             continue;
         for (int64_t i = 0; i < len; i++)
@@ -767,29 +776,19 @@ static int64_t tk__basis(const float *base, int64_t len, int64_t stride, int64_t
     return kept;
 }
 
-/* Whether each of the q vectors e(a) of length len lies within
- * TK__WINDOW_SLACK of its norm of the span of the kept orthonormal columns
- * Q; r is scratch of len. */
+/* Whether each of the q pivot columns (or rows) of the error, of length
+ * len, lies within TK__WINDOW_SLACK of its norm of the span of the kept
+ * orthonormal columns Q; r is scratch of len. */
 static bool tk__spanned(const tk__skeleton *k, bool columns, int64_t q, const double *Q,
                         int64_t kept, int64_t len, double *r)
 {
     for (int64_t a = 0; a < q; a++) {
-        double norm = 0.0, left = 0.0;
+        double norm = 0.0;
         for (int64_t i = 0; i < len; i++) {
             r[i] = columns ? tk__err(k, i, k->J[a]) : tk__err(k, k->I[a], i);
             norm += r[i] * r[i];
         }
-        for (int64_t c = 0; c < kept; c++) {
-            const double *u = Q + c * len;
-            double d = 0.0;
-            for (int64_t i = 0; i < len; i++)
-                d += u[i] * r[i];
-            for (int64_t i = 0; i < len; i++)
-                r[i] -= d * u[i];
-        }
-        for (int64_t i = 0; i < len; i++)
-            left += r[i] * r[i];
-        if (!(left <= TK__WINDOW_SLACK * TK__WINDOW_SLACK * norm))
+        if (!(tk__project_out(Q, kept, len, r) <= TK__WINDOW_SLACK * TK__WINDOW_SLACK * norm))
             return false;
     }
     return true;
