@@ -222,6 +222,13 @@ class Call(_ffi.Handle):
             pass  # the count is the answer
         return changed.value
 
+    def __repr__(self):
+        if self.closed:
+            return "<tilekern.Call closed>"
+        return (f"<tilekern.Call grid {self.grid}, {len(self.in_specs)} input(s), "
+                f"{len(self.out_specs)} output(s), pad {self.pad!r}, "
+                f"round_steps {self.round_steps}>")
+
     @property
     def stats(self) -> dict:
         """steps, copies_in, copies_out, copies_skipped, bytes_in, bytes_out

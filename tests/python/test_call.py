@@ -50,6 +50,8 @@ def test_round_steps_models_a_bfloat16_output_ref_accumulator():
     bf16 = np.dtype(ml_dtypes.bfloat16)
     c = matmul_call(M, N, K, 16, 128, bk, "bfloat16")
     assert c.round_steps is False
+    assert repr(c) == ("<tilekern.Call grid (1, 1, 3), 2 input(s), 1 output(s), pad 'zero', "
+                       "round_steps False>")
     results = []
     for round_steps in (False, True):
         c.round_steps = round_steps
