@@ -539,18 +539,6 @@ static void tk__rerun_zero_filled(const tk__case *c, tk__progress *pr,
  * term by term and still be named after it (tk__diagnose_reduction). */
 #define TK__NARROW_SLACK 2.0
 
-/* x rounded to dtype d, in place. */
-static void tk__cast_through(int d, float *x, int64_t count)
-{
-    unsigned char code[256 * 4];
-    int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
-    for (int64_t e = 0; d != TK_DTYPE_F32 && e < count; e += chunk) {
-        int64_t n = count - e < chunk ? count - e : chunk;
-        tk__row_from_f32(d, x + e, code, n);
-        tk__row_to_f32(d, code, x + e, n);
-    }
-}
-
 /* Whether element e of the candidate is not finite where the oracle is,
  * and not its cast (which may be an Inf, an output dtype's overflow): an
  * accumulator's overflow (Inf, or NaN from Inf - Inf) or a stray NaN. */
@@ -830,9 +818,9 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
  * = cand - s is of rank q (garbage in general position has no less), plus
  * the rounding of a sum that now has the garbage's terms too, each
  * element's within beta, the bound of K + q_max terms (the largest pad
- * width tried) whose magnitudes sum to A plus |D|.  Gaussian elimination with complete pivoting (each pivot
- * the largest error left) takes out one rank a step.  Garbage is named
- * where all of these hold:
+ * width tried) whose magnitudes sum to A plus |D|.  Gaussian elimination
+ * with complete pivoting (each pivot the largest error left) takes out one
+ * rank a step.  Garbage is named where all of these hold:
  *  - the error exceeds the contract's bound in every row and every column,
  *    and TK__RANK_DROP times it in at least half the elements, as padding
  *    that feeds every element does (not a few outliers);
@@ -869,8 +857,9 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
             int64_t e = i * n + j;
             R[e] = (double)cand[e] - s[e];
             double b = tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]);
-            row_over |= !(fabs(R[e]) <= b);
-            col_over[j] |= !(fabs(R[e]) <= b);
+            bool over = !(fabs(R[e]) <= b);
+            row_over |= over;
+            col_over[j] |= over;
             large += fabs(R[e]) > TK__RANK_DROP * b;
             every &= isfinite(R[e]);
             beta[e] = tk__bound_at(&lq, tk__bound_sum(&lq, A[e] + fabs(R[e])), cand[e]);

@@ -694,20 +694,11 @@ int tk__call_body(tk_call *c, tk_block *const *blocks, int64_t st, const int64_t
         out[j] = *blocks[c->n_in + j];
     int rc = c->body(c->user, blocks, c->n_in + c->n_out);
     if (!rc) {
-        /* TK_CALL_ROUND_STEPS: each output block through its dtype, in rows
-         * of at most a chunk, as the kernel's output ref would hold it. */
-        unsigned char code[256 * 4];
-        for (int j = 0; round && j < c->n_out; j++) {
-            int d = c->out[j].dtype;
-            int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
-            for (int64_t r = 0; d != TK_DTYPE_F32 && r < out[j].rows; r++)
-                for (int64_t c0 = 0; c0 < out[j].cols; c0 += chunk) {
-                    float *row = out[j].data + r * out[j].ld + c0;
-                    int64_t n = out[j].cols - c0 < chunk ? out[j].cols - c0 : chunk;
-                    tk__row_from_f32(d, row, code, n);
-                    tk__row_to_f32(d, code, row, n);
-                }
-        }
+        /* TK_CALL_ROUND_STEPS: each output block through its dtype, as the
+         * kernel's output ref would hold it. */
+        for (int j = 0; round && j < c->n_out; j++)
+            for (int64_t r = 0; r < out[j].rows; r++)
+                tk__cast_through(c->out[j].dtype, out[j].data + r * out[j].ld, out[j].cols);
         return TK_OK;
     }
     char gt[96];

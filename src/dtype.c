@@ -634,6 +634,17 @@ void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n)
     tk__from_f32(dtype, src + h, (char *)dst + h * tk__esize(dtype), n - h, false);
 }
 
+void tk__cast_through(int d, float *x, int64_t count)
+{
+    unsigned char code[256 * 4];
+    int64_t chunk = (int64_t)(sizeof code / (size_t)tk__esize(d));
+    for (int64_t e = 0; d != TK_DTYPE_F32 && e < count; e += chunk) {
+        int64_t n = count - e < chunk ? count - e : chunk;
+        tk__row_from_f32(d, x + e, code, n);
+        tk__row_to_f32(d, code, x + e, n);
+    }
+}
+
 /* Bulk conversions whose destination is TK__STREAM bytes or more write
  * its whole 64-byte lines by streaming stores, fetching the source ahead,
  * in one of two ways by vendor (tk__tune); the bits are the same.

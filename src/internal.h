@@ -350,6 +350,8 @@ void tk__read_ahead(const unsigned char *const *p, int n, size_t bytes);
 /* Row conversion between a float dtype and f32. */
 void tk__row_to_f32(int dtype, const void *src, float *dst, int64_t n);
 void tk__row_from_f32(int dtype, const float *src, void *dst, int64_t n);
+/* x rounded to float dtype d, in place, through a small buffer. */
+void tk__cast_through(int d, float *x, int64_t count);
 
 /* ---- kernels (kernel.c) ---------------------------------------------- */
 

@@ -920,8 +920,7 @@ static int tk__fits_call(tk_pipeline *p, const tk__flow *f)
          * kernel accumulate in the output's own slot. */
         bool several = f->steps > 0 && tk__use(f, f->steps - 1, o) < f->steps - 1;
         if (several && s->dtype != TK_DTYPE_F32 && !p->call->round_steps &&
-            !tk__add(acc, s->block_rows *
-                                                            s->block_cols * 4, &acc))
+            !tk__add(acc, s->block_rows * s->block_cols * 4, &acc))
             acc = -1;
     }
     if (acc < 0 || !tk__onchip(p, f) || !tk__add(p->onchip, acc, &p->onchip))
