@@ -546,7 +546,7 @@ static int count_measures(void *user, int64_t case_index, const char *step, doub
  * 17x257, in blocks of three rows, the second's last element, in the
  * loop's scalar tail; on 9x1031, in a row's last block of 7, all tail),
  * or on the streamed shape, beside the last NaN.  On blocks of one row the
- * AVX-512 loop screens the gap too: each pair runs again with a gap
+ * AVX-512 and AVX2 loops screen the gap too: each pair runs again with a gap
  * tolerance of 1e31, past which the screen is off. */
 Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeout = 60)
 {
