@@ -906,6 +906,100 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
     return named && !pr->rc;
 }
 
+/* What of a failing candidate's error one block of K must explain to be
+ * taken for an indexing error (tk__one_block): this share of its squared
+ * norm, leaving at most this many times the norm of the contract's bounds. */
+#define TK__BLOCK_SHARE 0.9
+#define TK__BLOCK_LEFT 2.0
+
+/* Whether a failing candidate's error is, up to what the contract's own
+ * rounding leaves, a multiple of the partial product of one aligned block
+ * of K, P = X[:, w] Y[w, :] with w = [j b, j b + b) for a block size b of
+ * tk__k_blocks (the last one cut at K): a block left out, added twice or
+ * scaled.  A narrow accumulation's probabilistic bound can cover such an
+ * error, whose rounding error is not a multiple of the data's.  Least
+ * squares gives the multiple: with E = cand - s, what P explains is
+ * <E, P>^2 / |P|^2 (Frobenius).  <E, P> is the sum over k in w of
+ * v_k = sum_i x_ik (E Y^T)_ik, and |P|^2 that over k, l in w of
+ * (X^T X)_kl (Y Y^T)_kl: one product E Y^T and the Grams' bands
+ * |k - l| < the widest block serve every block.  A row sum's Y is ones.
+ * E (count doubles) is scratch; -1 where memory ran out, pr->rc takes a
+ * stop. */
+static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *p,
+                         const float *cand, const double *s, const double *A, double *E,
+                         tk__progress *pr)
+{
+    int64_t m = c->rows, n = c->cols, depth = c->depth, wide = 0;
+    for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
+        wide = tk__k_blocks[b];
+    tk__limits l = tk__limits_of(f32, depth);
+    double ee = 0.0, bb = 0.0;
+    for (int64_t e = 0; e < m * n && wide; e++) {
+        E[e] = (double)cand[e] - s[e];
+        double b = tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]);
+        if (!isfinite(E[e]) || !isfinite(b))
+            return 0;
+        ee += E[e] * E[e];
+        bb += b * b;
+    }
+    if (!wide)
+        return 0;
+    /* v, a row of E Y^T, Y^T, and the bands, row k holding (k, k + d). */
+    size_t band = (size_t)(depth * wide);
+    double *v = calloc((size_t)(2 * depth + n * depth) + 2 * band, sizeof *v);
+    if (!v)
+        return -1;
+    double *u = v + depth, *yt = u + depth, *gx = yt + n * depth, *gy = gx + band;
+    for (int64_t k = 0; k < depth; k++)
+        for (int64_t j = 0; j < n; j++)
+            yt[j * depth + k] = p->y ? (double)p->y[k * n + j] : 1.0;
+    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
+        goto out;
+    /* Loops with the long dimension innermost, and no sums there: they
+     * vectorize. */
+    for (int64_t i = 0; i < m; i++) {
+        const float *xi = p->x + i * depth;
+        memset(u, 0, (size_t)depth * sizeof *u);
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t k = 0; k < depth; k++)
+                u[k] += E[i * n + j] * yt[j * depth + k];
+        for (int64_t k = 0; k < depth; k++)
+            v[k] += (double)xi[k] * u[k];
+        for (int64_t k = 0; k < depth; k++)
+            for (int64_t d = 0; d < wide && k + d < depth; d++)
+                gx[k * wide + d] += (double)xi[k] * xi[k + d];
+    }
+    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.5)))
+        goto out;
+    for (int64_t j = 0; j < n; j++) {
+        const double *yj = yt + j * depth;
+        for (int64_t k = 0; k < depth; k++)
+            for (int64_t d = 0; d < wide && k + d < depth; d++)
+                gy[k * wide + d] += yj[k] * yj[k + d];
+    }
+    int found = 0;
+    for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
+        for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b]) {
+            int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
+            double ip = 0.0, pp = 0.0;
+            for (int64_t k = w0; k < w1; k++) {
+                ip += v[k];
+                pp += gx[k * wide] * gy[k * wide];
+                for (int64_t d = 1; k + d < w1; d++)
+                    pp += 2.0 * gx[k * wide + d] * gy[k * wide + d];
+            }
+            double explained = pp > 0.0 ? ip * ip / pp : 0.0;
+            found = explained >= TK__BLOCK_SHARE * ee &&
+                    ee - explained <= TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
+        }
+    pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
+    free(v);
+    return found;
+out:
+    free(v);
+    return 0;
+}
+
 /* Which alternative contract explains a failing candidate: first a NaN
  * where the oracle's cast is not, then the exact alternatives by their own
  * bound, then accumulation in bfloat16 or float16, less precise than the
@@ -998,6 +1092,12 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     if (!over && kc->reduce == TK__REDUCE_MATMUL &&
         tk__reads_garbage(c, &f32, &p, cand, s, A, s2, A2, pr))
         return TK_SCHEDULE_K_TAIL_PADDING;
+    if (pr->rc)
+        return TK_SCHEDULE_UNKNOWN;
+    /* Nor one whose error is the data's: not a narrow accumulation.  (s2
+     * is scratch until the pass below.) */
+    if (!over && tk__one_block(c, &f32, &p, cand, s, A, s2, pr))
+        return TK_SCHEDULE_UNKNOWN;
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;
     /* Both narrow formats' probabilistic bounds can cover a candidate that
