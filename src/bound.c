@@ -944,15 +944,19 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
     }
     if (!wide)
         return 0;
-    /* v, a row of E Y^T, Y^T, and the bands, row k holding (k, k + d). */
+    /* v, a row of E Y^T, the bands (row k holding (k, k + d)), and Y^T. */
     size_t band = (size_t)(depth * wide);
-    double *v = calloc((size_t)(2 * depth + n * depth) + 2 * band, sizeof *v);
-    if (!v)
+    double *v = calloc((size_t)(2 * depth) + 2 * band, sizeof *v);
+    float *yt = malloc((size_t)(n * depth) * sizeof *yt);
+    if (!v || !yt) {
+        free(v);
+        free(yt);
         return -1;
-    double *u = v + depth, *yt = u + depth, *gx = yt + n * depth, *gy = gx + band;
+    }
+    double *u = v + depth, *gx = u + depth, *gy = gx + band;
     for (int64_t k = 0; k < depth; k++)
         for (int64_t j = 0; j < n; j++)
-            yt[j * depth + k] = p->y ? (double)p->y[k * n + j] : 1.0;
+            yt[j * depth + k] = p->y ? p->y[k * n + j] : 1.0f;
     if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
         goto out;
     /* Loops with the long dimension innermost, and no sums there: they
@@ -972,10 +976,10 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
     if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.5)))
         goto out;
     for (int64_t j = 0; j < n; j++) {
-        const double *yj = yt + j * depth;
+        const float *yj = yt + j * depth;
         for (int64_t k = 0; k < depth; k++)
             for (int64_t d = 0; d < wide && k + d < depth; d++)
-                gy[k * wide + d] += yj[k] * yj[k + d];
+                gy[k * wide + d] += (double)yj[k] * yj[k + d];
     }
     int found = 0;
     for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
@@ -994,9 +998,11 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
         }
     pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
     free(v);
+    free(yt);
     return found;
 out:
     free(v);
+    free(yt);
     return 0;
 }
 
