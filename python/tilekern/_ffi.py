@@ -791,34 +791,49 @@ def get_param(getter, handle, param):
     return value.value
 
 
+class _Param(property):
+    """A property that learns its name (Class.attribute), for messages."""
+
+    def __set_name__(self, owner, name):
+        self.named[0] = f"{owner.__name__}.{name}"
+
+
 def param(prefix, code, doc, values=None, readonly=False, kind=int):
     """A property over tk_<prefix>_get/_set of one integer parameter.  values
     maps Python names to the parameter's codes (an enum parameter); kind is
     int or bool."""
     names = {v: k for k, v in values.items()} if values else None
+    named = [doc]
 
     def fget(self):
         raw = get_param(getattr(lib, f"tk_{prefix}_get"), self, code)
         return names.get(raw, raw) if names else kind(raw)
 
     def fset(self, value):
-        getattr(lib, f"tk_{prefix}_set")(self, code, encode(value, values, doc))
+        getattr(lib, f"tk_{prefix}_set")(self, code, encode(value, values, named[0], kind))
 
-    return property(fget, None if readonly else fset, doc=doc)
+    prop = _Param(fget, None if readonly else fset, doc=doc)
+    prop.named = named
+    return prop
 
 
-def encode(value, values, what):
+def encode(value, values, what, kind=int):
     """A parameter value as the int the library takes: a name from values,
-    or an int (bools are 0 and 1)."""
+    or an integer of any type (bools are 0 and 1); kind (int or bool) names
+    what a plain parameter takes in messages."""
     if values and isinstance(value, str):
         if value not in values:
             raise errors.InvalidArgumentError(
                 f"{what}: {value!r} is not one of {', '.join(map(repr, values))}")
         return values[value]
-    if isinstance(value, bool) or isinstance(value, int):
-        return int(value)
-    raise errors.InvalidArgumentError(f"{what}: {value!r} is not "
-                                      + ("a name or an int" if values else "an int"))
+    if getattr(getattr(value, "dtype", None), "kind", "") == "b":
+        return int(value)   # numpy's bool, which has no __index__
+    try:
+        return operator.index(value)   # int, bool and numpy's integers
+    except TypeError:
+        pass
+    want = "a name or an int" if values else "a bool" if kind is bool else "an int"
+    raise errors.InvalidArgumentError(f"{what}: {value!r} is not {want}")
 
 
 def text(raw):
@@ -837,6 +852,21 @@ def as_int(value, what, int64=False):
     if int64 and not _INTS[c_int64][1] <= v <= _INTS[c_int64][2]:
         raise errors.SizeOverflowError(f"{what} {v} does not fit int64_t")
     return v
+
+
+def as_float(value, what):
+    """value as a float (any real number, numpy's included), or
+    InvalidArgumentError naming it: ctypes's own error names neither."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise errors.InvalidArgumentError(f"{what} {value!r} is not a number")
+    return float(value)
+
+
+def as_str(value, what):
+    """value, a str, or InvalidArgumentError naming it."""
+    if not isinstance(value, str):
+        raise errors.InvalidArgumentError(f"{what} {value!r} is not a str")
+    return value
 
 
 def handle_array(handles):

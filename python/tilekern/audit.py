@@ -339,23 +339,28 @@ class AuditResult:
         position and the bound there."""
         lines = []
         k = self.audit.contract
+        # NaN differences never enter the maxima: say so where only they differ.
+        nan_note = " (NaN or signed-zero differences, which the maxima leave out)"
         for c in self.cases:
             gap = (f"gap max abs {c.gap_max_abs!r} (input {c.gap_input_max_abs!r}, "
                    f"output {c.gap_output_max_abs!r})")
+            if c.gap_mismatches and c.gap_max_abs == 0.0:
+                gap += f", {c.gap_mismatches} beyond its tolerance{nan_note}"
             if c.depth:
-                worst = f"at {c.bound_at}, where the bound is {c.bound:.3g}"
+                worst = (f"at {c.bound_at}, where the bound is {c.bound:.3g}" if c.bound_ratio
+                         else "(no element errs)")
                 verdict = (f"passed within the error bound (largest error/bound "
                            f"{c.bound_ratio:.3g} {worst}; {c.impl_mismatches} elements "
                            f"differ in bits from the oracle)" if c.passed else
                            f"FAILED: error {c.bound_ratio:.3g} times the bound {worst}, "
                            f"diagnosis {c.diagnosis}")
                 arith = "" if k.arith == "numpy" else f", {k.arith} arithmetic"
-                lines.append(f"{c.rows}x{c.depth}x{c.cols} {c.dtype}->{c.out_dtype} "
+                shape = (f"{c.rows}x{c.depth}x{c.cols}" if k.n_inputs == 2 else
+                         f"{c.rows}x{c.depth} row sum")
+                lines.append(f"{shape} {c.dtype}->{c.out_dtype} "
                              f"(accumulated in {k.accum}{arith}): {verdict}; {gap}")
                 continue
-            # NaN differences never enter the maxima: say so where only they differ.
-            nan = (" (NaN or signed-zero differences, which the maxima leave out)"
-                   if c.impl_max_abs == 0.0 else "")
+            nan = nan_note if c.impl_max_abs == 0.0 else ""
             verdict = "passed" if c.passed else (
                 f"FAILED: {c.impl_mismatches} mismatches{nan}, max abs {c.impl_max_abs!r}, "
                 f"diagnosis {c.diagnosis}")
@@ -379,7 +384,7 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     the error's .result); progress is as in Audit.set_progress."""
     if contract is None:
         contract = Kernel.axpy(2.0)
-    shapes = _shapes(shapes, 2, "rows, cols")
+    shapes, dtypes = _shapes(shapes, 2, "rows, cols"), _dtypes(dtypes)
     reports = _reports(report)
     rng = np.random.default_rng(seed)
     draw = originals or (lambda shape, n: [rng.standard_normal(shape, np.float32)
@@ -387,6 +392,10 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     a = Audit(contract, candidate, progress)
     for shape in shapes:
         data = draw(tuple(shape), contract.n_inputs)
+        for i, d in enumerate(data if originals else ()):
+            if np.shape(d) != tuple(shape):
+                raise errors.ShapeError(f"originals{tuple(shape)!r} gave input {i} of shape "
+                                        f"{np.shape(d)}, not {tuple(shape)}")
         for dtype in dtypes:
             a.add_case(dtype, data)
     passed = a.run()
@@ -395,11 +404,22 @@ def audit(candidate: Callable, contract: Optional[Kernel] = None,
     return result
 
 
+def _dtypes(dtypes):
+    """dtypes as a list; a single name alone is refused (iterating it would
+    give its letters)."""
+    if isinstance(dtypes, (str, bytes)):
+        raise errors.InvalidArgumentError(f"dtypes is a sequence of names, not the "
+                                          f"{type(dtypes).__name__} {dtypes!r}: give "
+                                          f"[{dtypes!r}] for one")
+    return list(dtypes)
+
+
 def _shapes(shapes, rank, names):
     """shapes as tuples of rank positive ints, or InvalidArgumentError."""
     out = []
     for shape in shapes:
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        shape = (tuple(shape) if isinstance(shape, (tuple, list, np.ndarray))
+                 else (shape,))
         if len(shape) != rank or not all(
                 isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0
                 for d in shape):
@@ -412,6 +432,7 @@ def _shapes(shapes, rank, names):
 def _audit_reduction(contract, candidate, shapes, dtypes, out_dtype, seed, report, progress):
     shapes = _shapes(shapes, 1 + contract.n_inputs, "m, k, n" if contract.n_inputs == 2
                      else "m, k")
+    dtypes = _dtypes(dtypes)
     reports = _reports(report)
     rng = np.random.default_rng(seed)
     a = Audit(contract, candidate, progress)

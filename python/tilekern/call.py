@@ -9,7 +9,7 @@ import numpy as np
 from . import _ffi, errors
 from ._ffi import lib
 from .kernel import f32_view
-from .matrix import as_matrix, dtype_code, numpy_dtype
+from .matrix import Matrix, as_matrix, dtype_code, numpy_dtype
 
 __all__ = ["Call", "BlockSpec", "Step", "DIMENSIONS", "PADS"]
 
@@ -45,8 +45,17 @@ class Step(NamedTuple):
 def _index_map_trampoline(fn):
     def index_map(user, grid, rank, row, col):
         g = [grid[a] for a in range(rank)]
+        got = fn(*g)
+        try:
+            pair = tuple(got)
+        except TypeError:
+            pair = ()
+        if len(pair) != 2:   # as a rank-3 map on a rank-2 grid gives
+            raise errors.InvalidArgumentError(
+                f"the index map gives {got!r} for grid index {tuple(g)}: a block index "
+                f"is two integers, (row, col)")
         r, c = (_ffi.as_int(v, f"the index map's block index for grid index {tuple(g)}")
-                for v in fn(*g))
+                for v in pair)
         for v in (r, c):
             if not -2**63 <= v < 2**63:  # ctypes would wrap it silently
                 raise errors.RangeError(f"the index map sends grid index {tuple(g)} to "
@@ -54,6 +63,15 @@ def _index_map_trampoline(fn):
         row[0], col[0] = r, c
 
     return _ffi.trampoline(index_map, _ffi.INDEX_MAP_FN)
+
+
+def _sequence(xs, what):
+    """xs as a list of operands; one array alone is refused (iterating it
+    would give its rows)."""
+    if isinstance(xs, (np.ndarray, Matrix)) or not hasattr(xs, "__iter__"):
+        raise errors.InvalidArgumentError(f"{what} is a sequence of arrays, not "
+                                          f"{type(xs).__name__}: give [x] for one")
+    return list(xs)
 
 
 def _body_trampoline(fn, n_in):
@@ -93,6 +111,8 @@ class Call(_ffi.Handle):
                  round_steps: bool = False):
         if not callable(body):
             raise errors.InvalidArgumentError(f"the body {body!r} is not callable")
+        if np.ndim(grid) == 0:   # Pallas takes an int for a rank-1 grid
+            grid = (grid,)
         grid = tuple(_ffi.as_int(g, "the grid size", int64=True) for g in grid)
         cb = _body_trampoline(body, len(in_specs))
         super().__init__(_ffi.new_handle(lib.tk_call_create, len(grid),
@@ -139,6 +159,12 @@ class Call(_ffi.Handle):
                 raise errors.InvalidArgumentError(
                     f"a BlockSpec's {what} is 2-D, (rows, cols), not {v!r}: give a "
                     f"vector as (1, n) with a block of (1, b)")
+            if any(d is None for d in v):
+                raise errors.InvalidArgumentError(
+                    f"a BlockSpec's {what} {v!r} has None, which Pallas reads as a "
+                    f"squeezed dimension: give 1 there (the body then sees that axis)")
+            for d in v:
+                _ffi.as_int(d, f"a BlockSpec's {what} {tuple(v)!r}: entry", int64=True)
         add = lib.tk_call_add_input if kind == _ffi.TK_CALL_INPUT else lib.tk_call_add_output
         affine = None
         if spec.index_map is not None and not callable(spec.index_map):
@@ -179,8 +205,14 @@ class Call(_ffi.Handle):
         if isinstance(value, str):
             lib.tk_call_set(self, _ffi.TK_CALL_PAD, _ffi.encode(value, PADS, "pad"))
         else:
-            lib.tk_call_set_pad_value(self, float(value))
-            self._pad_value = float(np.float32(value))
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                raise errors.InvalidArgumentError(f"pad: {value!r} is not one of "
+                                                  f"{', '.join(map(repr, PADS))} or a "
+                                                  f"float") from None
+            lib.tk_call_set_pad_value(self, v)
+            self._pad_value = float(np.float32(v))
 
     undo = _ffi.param("call", _ffi.TK_CALL_UNDO,
                       "True (default): a failing body leaves every output as it was; "
@@ -192,6 +224,8 @@ class Call(_ffi.Handle):
                              "accumulates in a narrower output ref", kind=bool)
 
     def _io(self, inputs, outputs):
+        inputs, outputs = (_sequence(inputs, "inputs"),
+                           None if outputs is None else _sequence(outputs, "outputs"))
         mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
         if outputs is None:   # NaN where no step writes, as in a block never initialized
             outputs = [np.full(s.shape, np.nan, numpy_dtype(dtype_code(s.dtype)))
@@ -212,7 +246,7 @@ class Call(_ffi.Handle):
     def check_padding(self, inputs: Sequence) -> int:
         """How many output elements differ between a run with zero padding
         and one with NaN padding (0: nothing reads past an input's edge)."""
-        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
+        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(_sequence(inputs, "inputs"))]
         changed = ctypes.c_int64()
         try:
             with _ffi.CallbackGuard():

@@ -26,13 +26,15 @@ class Device(_ffi.Handle):
     @classmethod
     def simulated(cls, profile: str = "TPU v5 lite") -> "Device":
         """A simulated accelerator profile (see Device.profiles())."""
-        return cls(_ffi.new_handle(lib.tk_device_simulated, profile.encode()))
+        return cls(_ffi.new_handle(lib.tk_device_simulated,
+                                   _ffi.as_str(profile, "profile").encode()))
 
     @classmethod
     def external(cls, platform: str, kind: str) -> "Device":
         """A real accelerator driven by the caller (for instance through JAX)."""
-        return cls(_ffi.new_handle(lib.tk_device_external, platform.encode(),
-                                   kind.encode()))
+        return cls(_ffi.new_handle(lib.tk_device_external,
+                                   _ffi.as_str(platform, "platform").encode(),
+                                   _ffi.as_str(kind, "kind").encode()))
 
     @staticmethod
     def profiles() -> List[str]:

@@ -84,7 +84,7 @@ class Kernel(_ffi.Handle):
     def axpy(cls, alpha: float, arith: str = "numpy") -> "Kernel":
         """alpha * x + y in f32 under arith (see ARITH; by default separately
         rounded, subnormals kept), cast once."""
-        k = cls(_ffi.new_handle(lib.tk_kernel_axpy, alpha))
+        k = cls(_ffi.new_handle(lib.tk_kernel_axpy, _ffi.as_float(alpha, "alpha")))
         k.arith = arith
         return k
 
@@ -114,8 +114,9 @@ class Kernel(_ffi.Handle):
         zero-padded block, as a Pallas body does."""
         if not callable(fn):
             raise errors.InvalidArgumentError(f"the body {fn!r} is not callable")
-        if isinstance(n_inputs, bool) or not isinstance(n_inputs, int):
+        if isinstance(n_inputs, bool):
             raise errors.InvalidArgumentError(f"n_inputs {n_inputs!r} is not an int")
+        n_inputs = _ffi.as_int(n_inputs, "n_inputs")
         cb = _body_trampoline(fn, n_inputs)
         k = cls(_ffi.new_handle(lib.tk_kernel_custom, n_inputs, cb, None), cb)
         k.body = body

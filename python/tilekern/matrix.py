@@ -287,31 +287,41 @@ def _contiguous(x, dtype=None):
 
 def bf16_from_f32(x):
     """float32 -> bfloat16 bits (uint16), round to nearest even, NaN quiet
-    with its sign; a scalar gives an int, an array an array of its shape."""
+    with its sign; a scalar gives an int, an array (0-d included) an array
+    of its shape."""
+    if isinstance(x, (str, bytes)):
+        raise errors.DtypeError(f"bf16_from_f32 takes float32 values, not {x!r}")
     if np.isscalar(x):
         return lib.tk_bf16_from_f32(float(x))
     src = _f32(x)
     out = np.empty(src.shape, np.uint16)
     lib.tk_bf16_from_f32_n(out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)),
                            src.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), src.size)
-    return out
+    return out.reshape(np.shape(x))   # a 0-d x: ascontiguousarray made it 1-d
 
 
 def bf16_to_f32(bits):
-    """bfloat16 bits (uint16, or ml_dtypes.bfloat16 values) -> float32, exact."""
-    if np.isscalar(bits) and not isinstance(bits, np.generic):
-        return lib.tk_bf16_to_f32(int(bits))
+    """bfloat16 bits (uint16, or ml_dtypes.bfloat16 values) -> float32, exact;
+    a scalar (an int, a numpy uint16 or bfloat16) gives a float, an array
+    (0-d included) an array of its shape.  A float is refused: int(1.5)
+    would read as the bits 0x0001."""
+    if isinstance(bits, int) and not isinstance(bits, bool):
+        return lib.tk_bf16_to_f32(bits)
+    if isinstance(bits, (bool, str, bytes)) or (np.isscalar(bits) and
+                                                not isinstance(bits, np.generic)):
+        raise errors.DtypeError(f"bfloat16 bits are an int, or uint16 or bfloat16 data, "
+                                f"not {bits!r}")
     src = _contiguous(bits)
     if src.dtype != np.uint16:
         if BFLOAT16 is None or src.dtype != BFLOAT16:
             raise errors.DtypeError(f"bfloat16 bits are uint16, not {src.dtype}")
         src = src.view(np.uint16)
-    if src.ndim == 0:
-        return lib.tk_bf16_to_f32(int(src))
+    if isinstance(bits, np.generic):
+        return lib.tk_bf16_to_f32(int(src.reshape(-1)[0]))
     out = np.empty(src.shape, np.float32)
     lib.tk_bf16_to_f32_n(out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                          src.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), src.size)
-    return out
+    return out.reshape(np.shape(bits))
 
 
 def from_f32(x, dtype: DtypeLike) -> np.ndarray:
@@ -341,4 +351,5 @@ def ulp_distance(dtype: DtypeLike, a: float, b: float) -> int:
     code = dtype_code(dtype)
     if code == _ffi.TK_DTYPE_I32:   # the C function's NaN answer would read as a distance
         raise errors.DtypeError("ulp_distance needs a float dtype, not int32")
-    return lib.tk_ulp_distance(code, a, b)
+    return lib.tk_ulp_distance(code, _ffi.as_float(a, "ulp_distance: a"),
+                             _ffi.as_float(b, "ulp_distance: b"))

@@ -92,8 +92,11 @@ class Pipeline(_ffi.Handle):
             setattr(self, name, value)
 
     mode = _p(_ffi.TK_PIPE_MODE, "simulate or run on the target", MODES)
-    input_buffers = _p(_ffi.TK_PIPE_INPUT_BUFFERS, "slots per input")
-    output_buffers = _p(_ffi.TK_PIPE_OUTPUT_BUFFERS, "slots for the output")
+    input_buffers = _p(_ffi.TK_PIPE_INPUT_BUFFERS, "slots per input (default 2), as "
+                       "pl.Buffered(n); the on-chip limit is what binds")
+    output_buffers = _p(_ffi.TK_PIPE_OUTPUT_BUFFERS, "slots for the output, 1 or 2 (default "
+                        "2); one is a hazard on any grid of more than one step, as in "
+                        "emit_pipeline")
     no_pipelining = _p(_ffi.TK_PIPE_NO_PIPELINING, "synchronous copies", kind=bool)
     detect_races = _p(_ffi.TK_PIPE_DETECT_RACES, "refuse a schedule with hazards",
                       kind=bool)

@@ -147,6 +147,46 @@ def test_refusals():
                 [tk.BlockSpec((4, 4), (2, 2))]).run([x, x])
 
 
+def test_what_a_pallas_user_may_pass_is_taken_or_named():
+    x = ints((4, 4), 9)
+    spec = tk.BlockSpec((4, 4), (2, 2))
+    # Pallas takes an int for a rank-1 grid.
+    c = tk.Call(2, lambda s, x, o: o.__setitem__(slice(None), x),
+                [tk.BlockSpec((2, 4), (1, 4), lambda i: (i, 0))],
+                [tk.BlockSpec((2, 4), (1, 4), lambda i: (i, 0))])
+    assert c.grid == (2,)
+    assert np.array_equal(c.run([x[:2]])[0], x[:2])
+    # A map of another rank's grid, or one giving no pair: named with the value.
+    for gives, shown in [(lambda i, j: (i, j, 0), r"\(0, 0, 0\)"), (lambda i, j: i, "gives 0"),
+                         (lambda i, j: None, "gives None")]:
+        with pytest.raises(tk.InvalidArgumentError,
+                           match=shown + r".* for grid index \(0, 0\): a block index is "
+                                         r"two integers"):
+            tk.Call((2, 2), lambda s, x, o: None, [spec],
+                    [tk.BlockSpec((4, 4), (2, 2), gives)]).run([x])
+    # One array where a list of them goes: not iterated row by row.
+    c = tk.Call((2, 2), lambda s, x, o: None, [spec], [spec])
+    for run in (c.run, c.check_padding):
+        with pytest.raises(tk.InvalidArgumentError, match="inputs is a sequence of arrays, "
+                                                          "not ndarray: give \\[x\\] for one"):
+            run(x)
+    with pytest.raises(tk.InvalidArgumentError, match="outputs is a sequence of arrays"):
+        c.run([x], x.copy())
+    # Pallas's squeezed dimension, and entries that are no integers.
+    with pytest.raises(tk.InvalidArgumentError, match="has None, which Pallas reads as a "
+                                                      "squeezed dimension: give 1"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (None, 2))], [spec])
+    with pytest.raises(tk.InvalidArgumentError, match=r"block \(2, 1.5\): entry 1.5 is not"):
+        tk.Call((2, 2), lambda s, x, o: None, [tk.BlockSpec((4, 4), (2, 1.5))], [spec])
+    with pytest.raises(tk.InvalidArgumentError, match="pad: None is not one of 'zero', 'nan' "
+                                                      "or a float"):
+        c.pad = None
+    with pytest.raises(tk.InvalidArgumentError, match="Call.round_steps: 'yes' is not a bool"):
+        c.round_steps = "yes"
+    c.round_steps = np.bool_(True)
+    assert c.round_steps is True
+
+
 def test_an_output_never_initialized_is_nan():
     c = tk.Call((1, 2), lambda s, x, o: np.add(o, x[:, :1], out=o),
                 [tk.BlockSpec((8, 2), (8, 1))],

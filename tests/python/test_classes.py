@@ -334,6 +334,50 @@ def test_scalars_stay_scalars_and_bad_arguments_are_named():
         tk.Matrix.wrap(np.zeros((0, 4), np.float32))
 
 
+def test_bf16_scalars_and_0d_arrays_keep_their_shape_and_floats_are_not_bits():
+    assert tk.bf16_from_f32(np.array(1.5, np.float32)).shape == ()
+    assert tk.bf16_from_f32(np.array(1.5, np.float32)) == 0x3FC0
+    assert tk.bf16_from_f32(np.float32(1.5)) == 0x3FC0
+    for bits in (0x3F80, np.uint16(0x3F80), ml_dtypes.bfloat16(1.0)):
+        v = tk.bf16_to_f32(bits)
+        assert isinstance(v, float) and v == 1.0, (bits, v)
+    assert tk.bf16_to_f32(np.array(0x3F80, np.uint16)).shape == ()
+    assert tk.bf16_to_f32(np.array([[0x3F80]], np.uint16)).shape == (1, 1)
+    for bad in (1.5, True, "1"):
+        with pytest.raises(tk.DtypeError, match=f"not {bad!r}"):
+            tk.bf16_to_f32(bad)
+    with pytest.raises(tk.DtypeError, match="uint16, not float32"):
+        tk.bf16_to_f32(np.float32(1.5))
+    with pytest.raises(tk.DtypeError, match="takes float32 values, not '1.5'"):
+        tk.bf16_from_f32("1.5")
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    with pytest.raises(tk.InvalidArgumentError, match="alpha '2' is not a number"):
+        tk.Kernel.axpy("2")
+    with tk.Tiling(1, 8, 8, 128) as t:
+        out = tk.Kernel.axpy(np.float32(2)).run(t, [np.ones((1, 8), np.float32)] * 2)
+    assert out[0, 0] == 3
+    with pytest.raises(tk.InvalidArgumentError, match="ulp_distance: a '1' is not a number"):
+        tk.ulp_distance("bfloat16", "1", 2)
+    with pytest.raises(tk.InvalidArgumentError, match="profile None is not a str"):
+        tk.Device.simulated(None)
+    k = tk.Kernel.custom(lambda ins, out: None, np.int64(2))
+    assert k.n_inputs == 2
+    with pytest.raises(tk.InvalidArgumentError, match="Kernel.threads: 'two' is not an int"):
+        k.threads = "two"
+    with pytest.raises(tk.InvalidArgumentError, match="dtypes is a sequence of names, not the "
+                                                      "str 'float32'"):
+        tk.audit_matmul(lambda x, y: x @ y, dtypes="float32")
+    r = tk.audit_matmul(lambda x, y: (x.astype(np.float32) @ y.astype(np.float32)).astype(
+        x.dtype), shapes=[np.array([8, 16, 4])], dtypes=["float32"])
+    assert (r.cases[0].rows, r.cases[0].depth, r.cases[0].cols) == (8, 16, 4)
+    with pytest.raises(tk.ShapeError, match=r"originals\(2, 3\) gave input 0 of shape "
+                                            r"\(3, 2\), not \(2, 3\)"):
+        tk.audit(lambda x, y: x, shapes=[(2, 3)],
+                 originals=lambda shape, n: [np.ones((3, 2), np.float32)] * n)
+
+
 def test_audit_shapes_are_checked_before_any_work():
     ok = lambda x, y: x   # noqa: E731 - never called
     for call, shapes, words in [(tk.audit, [(-1, 5)], "2 positive integers .rows, cols."),
@@ -355,3 +399,15 @@ def test_a_summary_says_when_only_nan_differences_failed():
     result = tk.audit(nan, shapes=[(8, 128)], dtypes=["float32"])
     assert not result.passed
     assert "1024 mismatches (NaN or signed-zero differences" in result.summary()
+    # The gap's maxima leave NaN out as well: a reduction's line says so.
+    nan_sum = lambda x: np.full((x.shape[0], 1), np.nan, x.dtype)   # noqa: E731
+    r = tk.audit_row_sum(nan_sum, shapes=[(9, 256)], dtypes=["float32"])
+    line = r.summary()
+    assert line.startswith("9x256 row sum float32->float32"), line
+    assert ("gap max abs 0.0 (input 0.0, output 0.0), 9 beyond its tolerance (NaN or "
+            "signed-zero differences" in line), line
+    # A candidate equal to the oracle everywhere has no worst element to name.
+    exact = lambda x: x.astype(np.float64).sum(axis=1, keepdims=True).astype(x.dtype)  # noqa
+    r = tk.audit_row_sum(exact, shapes=[(8, 16)], dtypes=["float32"])
+    assert r.passed and r.cases[0].bound_ratio == 0
+    assert "largest error/bound 0 (no element errs)" in r.summary(), r.summary()
