@@ -923,9 +923,9 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
  * v_k = sum_i x_ik (E Y^T)_ik, and |P|^2 that over k, l in w of
  * (X^T X)_kl (Y Y^T)_kl: one product E Y^T and the Grams' bands
  * |k - l| < the widest block serve every block.  A row sum's Y is ones.
- * E (count doubles) is scratch; -1 where memory ran out, pr->rc takes a
- * stop. */
-static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *p,
+ * E (count doubles) is scratch; pr->rc takes a stop, or TK_ENOMEM where
+ * memory ran out. */
+static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *p,
                          const float *cand, const double *s, const double *A, double *E,
                          tk__progress *pr)
 {
@@ -938,12 +938,12 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
         E[e] = (double)cand[e] - s[e];
         double b = tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]);
         if (!isfinite(E[e]) || !isfinite(b))
-            return 0;
+            return false;
         ee += E[e] * E[e];
         bb += b * b;
     }
     if (!wide)
-        return 0;
+        return false;
     /* v, a row of E Y^T, the bands (row k holding (k, k + d)), and Y^T. */
     size_t band = (size_t)(depth * wide);
     double *v = calloc((size_t)(2 * depth) + 2 * band, sizeof *v);
@@ -951,7 +951,11 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
     if (!v || !yt) {
         free(v);
         free(yt);
-        return -1;
+        pr->rc = tk__fail(TK_ENOMEM, "tk_audit_run: case %lld: out of memory for the "
+                          "diagnosis's %zu bytes", (long long)pr->index,
+                          ((size_t)(2 * depth) + 2 * band) * sizeof *v +
+                              (size_t)(n * depth) * sizeof *yt);
+        return false;
     }
     double *u = v + depth, *gx = u + depth, *gy = gx + band;
     for (int64_t k = 0; k < depth; k++)
@@ -981,7 +985,7 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
             for (int64_t d = 0; d < wide && k + d < depth; d++)
                 gy[k * wide + d] += (double)yj[k] * yj[k + d];
     }
-    int found = 0;
+    bool found = false;
     for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
         for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b]) {
             int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
@@ -1003,7 +1007,7 @@ static int tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *
 out:
     free(v);
     free(yt);
-    return 0;
+    return false;
 }
 
 /* Which alternative contract explains a failing candidate: first a NaN
