@@ -907,107 +907,162 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
 }
 
 /* What of a failing candidate's error one block of K must explain to be
- * taken for an indexing error (tk__one_block): this share of its squared
- * norm, leaving at most this many times the norm of the contract's bounds. */
+ * taken for an indexing error (tk__one_block): this share of what the
+ * output and a constant leave of its squared norm, leaving at most this
+ * many times the norm of the contract's bounds; on at least this many
+ * outputs (on fewer, some of the many blocks fits any error), blocks of
+ * at most this many terms and half the smaller output dimension. */
 #define TK__BLOCK_SHARE 0.9
 #define TK__BLOCK_LEFT 2.0
+#define TK__BLOCK_OUTPUTS 32
+#define TK__BLOCK_WIDEST 256
+
+/* Rows of E that one pass over Y^T serves (tk__one_block). */
+#define TK__BLOCK_GROUP 4
+
+/* A fraction of tk__one_block's work, reported at most once per 1/256;
+ * true where the callback asked to stop. */
+static bool tk__block_tick(tk__progress *pr, double f, double *last)
+{
+    if (f < 1.0 && f < *last + 1.0 / 256)
+        return false;
+    *last = f;
+    return (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)) != 0;
+}
 
 /* Whether a failing candidate's error is, up to what the contract's own
  * rounding leaves, a multiple of the partial product of one aligned block
  * of K, P = X[:, w] Y[w, :] with w = [j b, j b + b) for a block size b of
- * tk__k_blocks (the last one cut at K): a block left out, added twice or
- * scaled.  A narrow accumulation's probabilistic bound can cover such an
- * error, whose rounding error is not a multiple of the data's.  Least
- * squares gives the multiple: with E = cand - s, what P explains is
- * <E, P>^2 / |P|^2 (Frobenius).  <E, P> is the sum over k in w of
- * v_k = sum_i x_ik (E Y^T)_ik, and |P|^2 that over k, l in w of
- * (X^T X)_kl (Y Y^T)_kl: one product E Y^T and the Grams' bands
+ * tk__k_blocks (the last one cut at K), plus a multiple of the output and
+ * a constant: a block left out, added twice or scaled.  A narrow
+ * accumulation's probabilistic bound can cover such an error, whose
+ * rounding error is not a multiple of the data's.  The output S and the
+ * constant 1 are projected out first: where the data are all positive,
+ * every block's product is near a multiple of S, and a narrow format's
+ * stagnation errs by one (Frobenius inner products over the elements,
+ * least squares).  With E' and P' what S and 1 leave of E = cand - s and
+ * of P, P' explains <E', P'>^2 / |P'|^2 of E'.  <E, P> is the sum over k
+ * in w of v_k = sum_i x_ik (E Y^T)_ik, <S, P> likewise, <1, P> that of
+ * (sum_i x_ik)(sum_j y_kj), and |P|^2 that over k, l in w of
+ * (X^T X)_kl (Y Y^T)_kl: one pass of E Y^T and S Y^T and the Grams' bands
  * |k - l| < the widest block serve every block.  A row sum's Y is ones.
  * E (count doubles) is scratch; pr->rc takes a stop, or TK_ENOMEM where
  * memory ran out. */
 static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *p,
-                         const float *cand, const double *s, const double *A, double *E,
-                         tk__progress *pr)
+                          const float *cand, const double *s, const double *A, double *E,
+                          tk__progress *pr)
 {
-    int64_t m = c->rows, n = c->cols, depth = c->depth, wide = 0;
+    int64_t m = c->rows, n = c->cols, depth = c->depth, count = m * n, wide = 0;
+    int64_t room = (p->y && n < m ? n : m) / 2;
     for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
-        wide = tk__k_blocks[b];
+        if (tk__k_blocks[b] <= TK__BLOCK_WIDEST && tk__k_blocks[b] <= room)
+            wide = tk__k_blocks[b];
+    if (count < TK__BLOCK_OUTPUTS || !wide)
+        return false;
     tk__limits l = tk__limits_of(f32, depth);
-    double ee = 0.0, bb = 0.0;
-    for (int64_t e = 0; e < m * n && wide; e++) {
+    double ee = 0.0, e1 = 0.0, es = 0.0, s1 = 0.0, ss = 0.0, bb = 0.0;
+    for (int64_t e = 0; e < count; e++) {
         E[e] = (double)cand[e] - s[e];
         double b = tk__bound_at(&l, tk__bound_sum(&l, A[e]), s[e]);
-        if (!isfinite(E[e]) || !isfinite(b))
+        if (!isfinite(E[e]) || !isfinite(b) || !isfinite(s[e]))
             return false;
-        ee += E[e] * E[e];
+        ee += E[e] * E[e], e1 += E[e], es += E[e] * s[e];
+        s1 += s[e], ss += s[e] * s[e];
         bb += b * b;
     }
-    if (!wide)
-        return false;
-    /* v, a row of E Y^T, the bands (row k holding (k, k + d)), and Y^T. */
-    size_t band = (size_t)(depth * wide);
-    double *v = calloc((size_t)(2 * depth) + 2 * band, sizeof *v);
-    float *yt = malloc((size_t)(n * depth) * sizeof *yt);
-    if (!v || !yt) {
+    /* Per k: v (E's), vs (S's), the sums for <1, P>; rows of E Y^T and
+     * S Y^T for a group; the bands, row k holding (k, k + d); and Y^T. */
+    size_t band = (size_t)(depth * wide), G = TK__BLOCK_GROUP;
+    size_t doubles = (size_t)depth * (4 + 2 * G) + 2 * band;
+    double *v = calloc(doubles, sizeof *v);
+    float *yt = p->y ? malloc((size_t)(n * depth) * sizeof *yt) : NULL;
+    if (!v || (p->y && !yt)) {
         free(v);
         free(yt);
         pr->rc = tk__fail(TK_ENOMEM, "tk_audit_run: case %lld: out of memory for the "
                           "diagnosis's %zu bytes", (long long)pr->index,
-                          ((size_t)(2 * depth) + 2 * band) * sizeof *v +
-                              (size_t)(n * depth) * sizeof *yt);
+                          doubles * sizeof *v + (p->y ? (size_t)(n * depth) * sizeof *yt : 0));
         return false;
     }
-    double *u = v + depth, *gx = u + depth, *gy = gx + band;
+    double *vs = v + depth, *xsum = vs + depth, *ysum = xsum + depth, *u = ysum + depth;
+    double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, last = -1.0;
     for (int64_t k = 0; k < depth; k++)
-        for (int64_t j = 0; j < n; j++)
-            yt[j * depth + k] = p->y ? p->y[k * n + j] : 1.0f;
-    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
-        goto out;
-    /* Loops with the long dimension innermost, and no sums there: they
-     * vectorize. */
-    for (int64_t i = 0; i < m; i++) {
-        const float *xi = p->x + i * depth;
-        memset(u, 0, (size_t)depth * sizeof *u);
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t k = 0; k < depth; k++)
-                u[k] += E[i * n + j] * yt[j * depth + k];
-        for (int64_t k = 0; k < depth; k++)
-            v[k] += (double)xi[k] * u[k];
-        for (int64_t k = 0; k < depth; k++)
-            for (int64_t d = 0; d < wide && k + d < depth; d++)
-                gx[k * wide + d] += (double)xi[k] * xi[k + d];
-    }
-    if ((pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.5)))
-        goto out;
-    for (int64_t j = 0; j < n; j++) {
-        const float *yj = yt + j * depth;
-        for (int64_t k = 0; k < depth; k++)
-            for (int64_t d = 0; d < wide && k + d < depth; d++)
-                gy[k * wide + d] += (double)yj[k] * yj[k + d];
-    }
+        for (int64_t j = 0; j < n; j++) {
+            float y = p->y ? p->y[k * n + j] : 1.0f;
+            if (yt)
+                yt[j * depth + k] = y;
+            ysum[k] += y;
+        }
     bool found = false;
-    for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
+    if (tk__block_tick(pr, 0.0, &last))
+        goto out;
+    /* Loops with the long dimension innermost and no sums there vectorize;
+     * a group of rows reads Y^T once. */
+    for (int64_t i0 = 0; i0 < m; i0 += (int64_t)G) {
+        int64_t g = m - i0 < (int64_t)G ? m - i0 : (int64_t)G;
+        memset(u, 0, 2 * G * (size_t)depth * sizeof *u);
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t r = 0; r < g; r++) {
+                double e = E[(i0 + r) * n + j], t = s[(i0 + r) * n + j];
+                double *ue = u + 2 * r * depth, *us = ue + depth;
+                if (!yt) {   /* a row sum: n is 1, Y ones */
+                    for (int64_t k = 0; k < depth; k++)
+                        ue[k] += e, us[k] += t;
+                    continue;
+                }
+                const float *yj = yt + j * depth;
+                for (int64_t k = 0; k < depth; k++)
+                    ue[k] += e * yj[k], us[k] += t * yj[k];
+            }
+        for (int64_t r = 0; r < g; r++) {
+            const float *xi = p->x + (i0 + r) * depth;
+            const double *ue = u + 2 * r * depth, *us = ue + depth;
+            for (int64_t k = 0; k < depth; k++)
+                v[k] += (double)xi[k] * ue[k], vs[k] += (double)xi[k] * us[k],
+                    xsum[k] += xi[k];
+            for (int64_t k = 0; k < depth; k++)
+                for (int64_t d = 0; d < wide && k + d < depth; d++)
+                    gx[k * wide + d] += (double)xi[k] * xi[k + d];
+        }
+        if (tk__block_tick(pr, 0.8 * (double)(i0 + g) / (double)m, &last))
+            goto out;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        for (int64_t k = 0; k < depth; k++)
+            for (int64_t d = 0; d < wide && k + d < depth; d++)
+                gy[k * wide + d] += yt ? (double)yt[j * depth + k] * yt[j * depth + k + d] : 1.0;
+        if (tk__block_tick(pr, 0.8 + 0.2 * (double)(j + 1) / (double)n, &last))
+            goto out;
+    }
+    /* The orthonormal basis of S and 1: q1 = 1 / sqrt(count), and q2 what
+     * 1 leaves of S, normed, unless S is (nearly) constant.  A vector's
+     * coordinates come from its inner products with 1 and S. */
+    double cn = (double)count, s_left = ss - s1 * s1 / cn;
+    bool q2 = s_left > 0x1p-40 * ss;
+    double a1 = e1 / sqrt(cn), a2 = q2 ? (es - s1 * e1 / cn) / sqrt(s_left) : 0.0;
+    double ee_left = ee - a1 * a1 - a2 * a2;
+    for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
         for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b]) {
             int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
-            double ip = 0.0, pp = 0.0;
+            double ip = 0.0, sp = 0.0, op = 0.0, pp = 0.0;
             for (int64_t k = w0; k < w1; k++) {
-                ip += v[k];
+                ip += v[k], sp += vs[k], op += xsum[k] * ysum[k];
                 pp += gx[k * wide] * gy[k * wide];
                 for (int64_t d = 1; k + d < w1; d++)
                     pp += 2.0 * gx[k * wide + d] * gy[k * wide + d];
             }
-            double explained = pp > 0.0 ? ip * ip / pp : 0.0;
-            found = explained >= TK__BLOCK_SHARE * ee &&
-                    ee - explained <= TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
+            double p1 = op / sqrt(cn), p2 = q2 ? (sp - s1 * op / cn) / sqrt(s_left) : 0.0;
+            double pp_left = pp - p1 * p1 - p2 * p2, ip_left = ip - a1 * p1 - a2 * p2;
+            double explained = pp_left > 0.0 ? ip_left * ip_left / pp_left : 0.0;
+            double allowed = TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
+            found = ee_left > allowed && explained >= TK__BLOCK_SHARE * ee_left &&
+                    ee_left - explained <= allowed;
         }
-    pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
-    free(v);
-    free(yt);
-    return found;
+    tk__block_tick(pr, 1.0, &last);
 out:
     free(v);
     free(yt);
-    return false;
+    return found && !pr->rc;
 }
 
 /* Which alternative contract explains a failing candidate: first a NaN
