@@ -911,7 +911,8 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
  * output and a constant leave of its squared norm, leaving at most this
  * many times the norm of the contract's bounds; on at least this many
  * outputs (on fewer, some of the many blocks fits any error), blocks of
- * at most this many terms and half the smaller output dimension. */
+ * at most this many terms and M + N (the Grams' bands then hold no more
+ * than the operands, in doubles). */
 #define TK__BLOCK_SHARE 0.9
 #define TK__BLOCK_LEFT 2.0
 #define TK__BLOCK_OUTPUTS 32
@@ -953,9 +954,8 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
                           tk__progress *pr)
 {
     int64_t m = c->rows, n = c->cols, depth = c->depth, count = m * n, wide = 0;
-    int64_t room = (p->y && n < m ? n : m) / 2;
     for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
-        if (tk__k_blocks[b] <= TK__BLOCK_WIDEST && tk__k_blocks[b] <= room)
+        if (tk__k_blocks[b] <= TK__BLOCK_WIDEST && tk__k_blocks[b] <= m + n)
             wide = tk__k_blocks[b];
     if (count < TK__BLOCK_OUTPUTS || !wide)
         return false;
