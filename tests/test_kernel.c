@@ -1317,11 +1317,12 @@ Test(kernel, a_streamed_output_keeps_the_nan_rule)
 }
 
 /* The axpy as a custom body (blockwise: on br x bc blocks) against the
- * built-in on rows x cols matrices of dtype: a failure at call fail_at
+ * built-in on rows x cols matrices of dtype, on `threads` threads (more
+ * than one: the body declared thread-safe): a failure at call fail_at
  * leaves the output as it was, and a complete run gives the built-in's
  * bits. */
 static void expect_custom_as_built_in(int dtype, int64_t rows, int64_t cols, int64_t br,
-                                      int64_t bc, bool blockwise, long fail_at)
+                                      int64_t bc, bool blockwise, long fail_at, int threads)
 {
     tk_matrix *x = make(dtype, rows, cols, cols, 41), *y = make(dtype, rows, cols, cols, 42);
     tk_matrix *out = make(dtype, rows, cols, cols, 43), *ref = make(dtype, rows, cols, cols, 44);
@@ -1334,6 +1335,10 @@ static void expect_custom_as_built_in(int dtype, int64_t rows, int64_t cols, int
     tkt_expect_status(tk_kernel_custom(&custom, 2, axpy_cb, &ctx), TK_OK);
     if (blockwise)
         tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    if (threads > 1) {
+        tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_THREADS, threads), TK_OK);
+        tkt_expect_status(tk_kernel_set(custom, TK_KERNEL_THREAD_SAFE, 1), TK_OK);
+    }
     tkt_expect_status(tk_kernel_run(builtin, t, in, ref), TK_OK);
     void *before = snapshot(out);
     char what[96];
@@ -1364,27 +1369,31 @@ Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
     for (int d = 0; d < 3; d++) {
         int64_t cols = 2049, rows = (((int64_t)8 << 20) / tk_dtype_size(dtypes[d])) / cols + 1;
         expect_custom_as_built_in(dtypes[d], rows, cols, 8, 128, false,
-                                  (long)(rows * cols / 512 / 2));
+                                  (long)(rows * cols / 512 / 2), 1);
     }
 }
 
 /* A custom blockwise body on outputs of 8 MiB or more streams its staged
- * tiles' results out (bfloat16 tiles, and f32 edge tiles): the built-in's
- * bits, with 8x128 and 256x512 blocks and edges both ways, and a failure
- * in the middle leaving the output as it was. */
+ * tiles' results out (bfloat16 tiles, and f32 edge tiles), and its f32
+ * tiles in place through a band of scratch where their rows are whole
+ * lines (2048 columns; not 2100): the built-in's bits, with 8x128 and
+ * 256x512 blocks and edges both ways, and a failure in the middle leaving
+ * the output as it was; the band also on two threads. */
 Test(kernel, large_staged_tiles_give_the_built_in_bits, .timeout = 60)
 {
     const struct {
         int dtype;
         int64_t rows, cols;
-    } shapes[] = {{TK_DTYPE_BF16, 2049, 2100}, {TK_DTYPE_F32, 1030, 2100}};
+        int threads;
+    } shapes[] = {{TK_DTYPE_BF16, 2049, 2100, 1}, {TK_DTYPE_F32, 1030, 2100, 1},
+                  {TK_DTYPE_F32, 1030, 2048, 1}, {TK_DTYPE_F32, 1030, 2048, 2}};
     const int64_t blocks[2][2] = {{8, 128}, {256, 512}};
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 4; s++)
         for (int b = 0; b < 2; b++) {
             int64_t rows = shapes[s].rows, cols = shapes[s].cols;
             int64_t br = blocks[b][0], bc = blocks[b][1];
             expect_custom_as_built_in(shapes[s].dtype, rows, cols, br, bc, true,
-                                      (long)((rows / br) * (cols / bc) / 2));
+                                      (long)((rows / br) * (cols / bc) / 2), shapes[s].threads);
         }
 }
 
