@@ -42,10 +42,10 @@ static size_t tk__flat_piece(void)
 
 /* The most bytes of a blockwise run's band of results (tk__run_tiles):
  * half the L2 of an AMD EPYC Zen 3.  There, on 4096x4096 float32 with
- * TK_KERNEL_UNDO 0, 8x128 tiles through the band took 0.88 to 0.94 of the
- * time they took writing the output in place, 16x128 0.88, 8x256 and 8x512
- * 0.92 to 0.94 (in one process taking turns); 256x512 tiles, whose band
- * would be 4 MiB, none faster. */
+ * TK_KERNEL_UNDO 0, 8x128 tiles through the band took 13.0 to 14.2 ms
+ * where they took 15.5 to 16.3 writing the output in place, 8x256 14.4
+ * where 17.5 (alternating processes); 256x512 tiles, whose band would be
+ * 4 MiB, none faster. */
 #define TK__BAND (256 * 1024)
 
 /* Rows a blockwise walk keeps open at once. */
