@@ -344,6 +344,29 @@ Test(bound, wrong_kernels_are_named)
     cr_assert_null(tk_audit_schedule_name(TK_SCHEDULE_K_TAIL_PADDING + 1));
 }
 
+/* Case c: the matmul candidate h on x (m x k) and y (k x n), in float32
+ * and bfloat16 into `out`, fails and is diagnosed `want` in both. */
+static void expect_named(size_t c, struct how h, const float *x, const float *y, int64_t m,
+                         int64_t k, int64_t n, int out, int want)
+{
+    tk_kernel *kc;
+    tk_audit *a;
+    cr_assert_eq(tk_kernel_matmul(&kc), TK_OK);
+    cr_assert_eq(tk_audit_create(&a, kc), TK_OK);
+    cr_assert_eq(tk_audit_set_candidate(a, matmul, &h), TK_OK);
+    const float *orig[2] = {x, y};
+    for (int d = 0; d < 2; d++)
+        cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32, out, m, k,
+                                                 n, orig),
+                     TK_OK);
+    tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
+    for (int64_t i = 0; i < 2; i++)
+        cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), want, "case %zu/%lld: %s", c, (long long)i,
+                     tk_audit_schedule_name((int)res(a, i, TK_AUDIT_DIAGNOSIS)));
+    tk_audit_destroy(a);
+    tk_kernel_destroy(kc);
+}
+
 /* A matmul whose last block of K reads finite garbage has an error of rank
  * the block's pad width, in every element: named where the shape leaves
  * room to tell (a rank at most a quarter of the smaller dimension), for
@@ -374,26 +397,8 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
                  {GM, {.bk = 16, .skip = 4}, TK_DTYPE_BF16, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 16, .skip_at = 2, .skip = 4}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN},
                  {GM, {.bk = 16, .skip_at = 150, .skip = 20}, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN}};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        struct how h = cases[c].h;
-        tk_kernel *k;
-        tk_audit *a;
-        cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
-        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
-        cr_assert_eq(tk_audit_set_candidate(a, matmul, &h), TK_OK);
-        const float *orig[2] = {x, y};
-        for (int d = 0; d < 2; d++)
-            cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
-                                                     cases[c].out, cases[c].m, GK, GN, orig),
-                         TK_OK);
-        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
-        for (int64_t i = 0; i < 2; i++)
-            cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu/%lld: %s", c,
-                         (long long)i,
-                         tk_audit_schedule_name((int)res(a, i, TK_AUDIT_DIAGNOSIS)));
-        tk_audit_destroy(a);
-        tk_kernel_destroy(k);
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        expect_named(c, cases[c].h, x, y, cases[c].m, GK, GN, cases[c].out, cases[c].want);
 }
 
 /* A block of K halved is an indexing error, not a narrow accumulation,
@@ -432,27 +437,9 @@ Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
          .ones = true},
         {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM,
          .m = 1}};
-    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-        struct how h = cases[c].h;
-        tk_kernel *k;
-        tk_audit *a;
-        cr_assert_eq(tk_kernel_matmul(&k), TK_OK);
-        cr_assert_eq(tk_audit_create(&a, k), TK_OK);
-        cr_assert_eq(tk_audit_set_candidate(a, matmul, &h), TK_OK);
-        const float *orig[2] = {cases[c].ones ? ones : x, cases[c].ones ? ones : y};
-        for (int d = 0; d < 2; d++)
-            cr_assert_eq(tk_audit_add_reduction_case(a, d ? TK_DTYPE_BF16 : TK_DTYPE_F32,
-                                                     cases[c].out, cases[c].m ? cases[c].m : BM,
-                                                     DEEP, BN, orig),
-                         TK_OK);
-        tkt_expect_status(tk_audit_run(a), TK_EMISMATCH);
-        for (int64_t i = 0; i < 2; i++)
-            cr_assert_eq(res(a, i, TK_AUDIT_DIAGNOSIS), cases[c].want, "case %zu/%lld: %s", c,
-                         (long long)i,
-                         tk_audit_schedule_name((int)res(a, i, TK_AUDIT_DIAGNOSIS)));
-        tk_audit_destroy(a);
-        tk_kernel_destroy(k);
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        expect_named(c, cases[c].h, cases[c].ones ? ones : x, cases[c].ones ? ones : y,
+                     cases[c].m ? cases[c].m : BM, DEEP, BN, cases[c].out, cases[c].want);
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
