@@ -954,8 +954,11 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
                           tk__progress *pr)
 {
     int64_t m = c->rows, n = c->cols, depth = c->depth, count = m * n, wide = 0;
+    /* A matmul's bands cost (M + N) K wide multiply-adds, at most four
+     * oracle passes; a row sum's blocks are summed directly. */
+    int64_t cap = p->y ? 4 * m * n / (m + n) : TK__BLOCK_WIDEST;
     for (int b = 0; b < TK__K_BLOCKS && tk__k_blocks[b] < depth; b++)
-        if (tk__k_blocks[b] <= TK__BLOCK_WIDEST && tk__k_blocks[b] <= m + n)
+        if (tk__k_blocks[b] <= TK__BLOCK_WIDEST && tk__k_blocks[b] <= cap)
             wide = tk__k_blocks[b];
     if (count < TK__BLOCK_OUTPUTS || !wide)
         return false;
@@ -972,8 +975,11 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
     }
     /* Per k: v (E's), vs (S's), the sums for <1, P>; rows of E Y^T and
      * S Y^T for a group; the bands, row k holding (k, k + d); and Y^T. */
-    size_t band = (size_t)(depth * wide), G = TK__BLOCK_GROUP;
-    size_t doubles = (size_t)depth * (4 + 2 * G) + 2 * band;
+    size_t band = p->y ? (size_t)(depth * wide) : 0, G = TK__BLOCK_GROUP;
+    size_t windows = 0;   /* a row sum's, each with its |P|^2 */
+    for (int b = 0; !p->y && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
+        windows += (size_t)((depth + tk__k_blocks[b] - 1) / tk__k_blocks[b]);
+    size_t doubles = (size_t)depth * (4 + 2 * G) + 2 * band + windows;
     double *v = calloc(doubles, sizeof *v);
     float *yt = p->y ? malloc((size_t)(n * depth) * sizeof *yt) : NULL;
     if (!v || (p->y && !yt)) {
@@ -985,7 +991,7 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
         return false;
     }
     double *vs = v + depth, *xsum = vs + depth, *ysum = xsum + depth, *u = ysum + depth;
-    double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, last = -1.0;
+    double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, *win = gy + band, last = -1.0;
     for (int64_t k = 0; k < depth; k++)
         for (int64_t j = 0; j < n; j++) {
             float y = p->y ? p->y[k * n + j] : 1.0f;
@@ -1020,17 +1026,27 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
             for (int64_t k = 0; k < depth; k++)
                 v[k] += (double)xi[k] * ue[k], vs[k] += (double)xi[k] * us[k],
                     xsum[k] += xi[k];
-            for (int64_t k = 0; k < depth; k++)
+            for (int64_t k = 0; yt && k < depth; k++)
                 for (int64_t d = 0; d < wide && k + d < depth; d++)
                     gx[k * wide + d] += (double)xi[k] * xi[k + d];
+            /* A row sum's |P|^2, per window (in win, in the order of the
+             * loop below): the sum over rows of the window's sum squared. */
+            for (int b = 0, at = 0; !yt && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
+                for (int64_t w0 = 0; w0 < depth; w0 += tk__k_blocks[b], at++) {
+                    int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
+                    double t = 0.0;
+                    for (int64_t k = w0; k < w1; k++)
+                        t += xi[k];
+                    win[at] += t * t;
+                }
         }
         if (tk__block_tick(pr, 0.8 * (double)(i0 + g) / (double)m, &last))
             goto out;
     }
-    for (int64_t j = 0; j < n; j++) {
+    for (int64_t j = 0; yt && j < n; j++) {
         for (int64_t k = 0; k < depth; k++)
             for (int64_t d = 0; d < wide && k + d < depth; d++)
-                gy[k * wide + d] += yt ? (double)yt[j * depth + k] * yt[j * depth + k + d] : 1.0;
+                gy[k * wide + d] += (double)yt[j * depth + k] * yt[j * depth + k + d];
         if (tk__block_tick(pr, 0.8 + 0.2 * (double)(j + 1) / (double)n, &last))
             goto out;
     }
@@ -1041,19 +1057,20 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
     bool q2 = s_left > 0x1p-40 * ss;
     double a1 = e1 / sqrt(cn), a2 = q2 ? (es - s1 * e1 / cn) / sqrt(s_left) : 0.0;
     double ee_left = ee - a1 * a1 - a2 * a2;
-    for (int b = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
-        for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b]) {
+    for (int b = 0, at = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
+        for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b], at++) {
             int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
-            double ip = 0.0, sp = 0.0, op = 0.0, pp = 0.0;
+            double ip = 0.0, sp = 0.0, op = 0.0, pp = yt ? 0.0 : win[at];
             for (int64_t k = w0; k < w1; k++) {
                 ip += v[k], sp += vs[k], op += xsum[k] * ysum[k];
-                pp += gx[k * wide] * gy[k * wide];
-                for (int64_t d = 1; k + d < w1; d++)
-                    pp += 2.0 * gx[k * wide + d] * gy[k * wide + d];
+                for (int64_t d = 0; yt && k + d < w1; d++)
+                    pp += (d ? 2.0 : 1.0) * gx[k * wide + d] * gy[k * wide + d];
             }
             double p1 = op / sqrt(cn), p2 = q2 ? (sp - s1 * op / cn) / sqrt(s_left) : 0.0;
             double pp_left = pp - p1 * p1 - p2 * p2, ip_left = ip - a1 * p1 - a2 * p2;
-            double explained = pp_left > 0.0 ? ip_left * ip_left / pp_left : 0.0;
+            /* A block whose product S and 1 span (rank-1 data) leaves only
+             * rounding in pp_left: no fit. */
+            double explained = pp_left > 0x1p-30 * pp ? ip_left * ip_left / pp_left : 0.0;
             double allowed = TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
             found = ee_left > allowed && explained >= TK__BLOCK_SHARE * ee_left &&
                     ee_left - explained <= allowed;

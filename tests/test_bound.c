@@ -411,20 +411,32 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
  * by term and in blocks of 16; on inputs of ones, whose error (stagnation
  * at 256) is a multiple of every block's product and of the output, which
  * the fit takes out first (the first version of the check named it
- * unknown); and on one output row, too few for a block's rank (a block of
- * 8 needs 16 rows and columns: on fewer, some block fits any error). */
+ * unknown); on one output row (32 outputs: no block of 8 fits the cap of
+ * 4MN / (M + N)); and on rank-1 data, whose blocks' products the output
+ * and the constant span (an outside review found such cases named unknown
+ * by the second version, 64x1024x64 among them; this one is a control). */
 Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
 {
     enum { BM = 24, BN = 32 };
     static float x[BM * DEEP], y[DEEP * BN], ones[BM * DEEP > DEEP * BN ? BM * DEEP : DEEP * BN];
+    enum { R1 = 64 };
+    static float x1[R1 * DEEP], y1[DEEP * R1], f[R1 + 2 * DEEP + R1];
     tkt_fill(x, BM * DEEP, 7);
     tkt_fill(y, DEEP * BN, 8);
     for (size_t e = 0; e < sizeof ones / sizeof *ones; e++)
         ones[e] = 1.0f;
+    /* Rank 1: x = u v^T, y = p q^T. */
+    tkt_fill(f, R1 + 2 * DEEP + R1, 9);
+    for (int64_t i = 0; i < R1; i++)
+        for (int64_t k = 0; k < DEEP; k++)
+            x1[i * DEEP + k] = f[i] * f[R1 + k];
+    for (int64_t k = 0; k < DEEP; k++)
+        for (int64_t j = 0; j < R1; j++)
+            y1[k * R1 + j] = f[R1 + DEEP + k] * f[R1 + 2 * DEEP + j];
     const struct {
         struct how h;
         int out, want;
-        bool ones;
+        bool ones, rank1;
         int64_t m;
     } cases[] = {
         {.h = {.bk = 8, .skip_at = 8, .skip = 8, .times = 0.5f}, .out = TK_DTYPE_F32,
@@ -436,10 +448,14 @@ Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
         {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM,
          .ones = true},
         {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM,
-         .m = 1}};
+         .m = 1},
+        {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM,
+         .rank1 = true}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
-        expect_named(c, cases[c].h, cases[c].ones ? ones : x, cases[c].ones ? ones : y,
-                     cases[c].m ? cases[c].m : BM, DEEP, BN, cases[c].out, cases[c].want);
+        expect_named(c, cases[c].h, cases[c].ones ? ones : cases[c].rank1 ? x1 : x,
+                     cases[c].ones ? ones : cases[c].rank1 ? y1 : y,
+                     cases[c].rank1 ? R1 : cases[c].m ? cases[c].m : BM, DEEP,
+                     cases[c].rank1 ? R1 : BN, cases[c].out, cases[c].want);
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
