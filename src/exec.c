@@ -738,6 +738,8 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
         return tk__fail(TK_ENOMEM, "%s: out of memory for %zu bytes of staging",
                         e->by->fn, at + (size_t)band * sizeof(float));
     e->band = band ? (float *)((char *)e->scratch + at) : NULL;
+    if (e->band)   /* a body that reads its output first reads no uninitialized memory */
+        memset(e->band, 0, (size_t)band * sizeof(float));
     return TK_OK;
 }
 
