@@ -546,8 +546,9 @@ static int count_measures(void *user, int64_t case_index, const char *step, doub
  * 17x257, in blocks of three rows, the second's last element, in the
  * loop's scalar tail; on 9x1031, in a row's last block of 7, all tail),
  * or on the streamed shape, beside the last NaN.  On blocks of one row the
- * AVX-512 and AVX2 loops screen the gap too: each pair runs again with a gap
- * tolerance of 1e31, past which the screen is off. */
+ * AVX-512 and AVX2 loops screen the gap too: each pair runs again at gap
+ * tolerances of 1e31 (past which the screen is off), 0, FLT_MIN, and one
+ * element's gap exactly and just below it. */
 Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeout = 60)
 {
     static const int64_t shapes[][2] = {{64, 1024}, {2048, 2048}, {17, 257}, {3, 1000},
@@ -582,14 +583,26 @@ Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeou
         tk_kernel *k[2];
         cr_assert_eq(tk_kernel_axpy(&k[0], alpha), TK_OK);
         cr_assert_eq(tk_kernel_custom(&k[1], 2, axpy_as_custom, &alpha), TK_OK);
-        static char text[4][1 << 16];
-        double m[4][TK_AUDIT_GAP_MISMATCHES - TK_AUDIT_IMPL_MAX_ABS + 1];
-        for (int i = 0; i < 4; i++) {   /* built-in, custom; again at 1e31 */
+        /* Gap tolerances: the default, 1e31 (no screen), none, FLT_MIN, and
+         * one element's gap exactly (on the boundary) and just below it
+         * (a mismatch only the exact test, not the float screen, tells). */
+        int64_t q = n / 3;   /* in a block without a NaN */
+        float bx = tk_bf16_to_f32(tk_bf16_from_f32(x[q])),
+              by = tk_bf16_to_f32(tk_bf16_from_f32(y[q]));
+        double on = fabsf(tk_bf16_to_f32(tk_bf16_from_f32(alpha * bx + by)) -
+                          (alpha * x[q] + y[q]));
+        const double tol[][2] = {{-1.0, -1.0}, {1e31, 0.0}, {0.0, 0.0}, {FLT_MIN, 0.0},
+                                 {on, 0.0}, {on * (1.0 - 0x1p-22), 0.0}};
+        enum { NT = sizeof tol / sizeof *tol };
+        static char text[2 * NT][1 << 16];
+        double m[2 * NT][TK_AUDIT_GAP_MISMATCHES - TK_AUDIT_IMPL_MAX_ABS + 1];
+        for (int i = 0; i < 2 * NT; i++) {   /* built-in, custom; at each tolerance */
             struct checked_ctx cx = {k[0], {x, y}, 0};
             tk_audit *a;
             cr_assert_eq(tk_audit_create(&a, k[i % 2]), TK_OK);
-            if (i >= 2)
-                cr_assert_eq(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, 1e31, 0.0), TK_OK);
+            if (tol[i / 2][0] >= 0.0)
+                cr_assert_eq(tk_audit_set_gap_tolerance(a, TK_DTYPE_BF16, tol[i / 2][0],
+                                                        tol[i / 2][1]), TK_OK);
             int measures = 0;
             cr_assert_eq(tk_audit_set_candidate(a, checked_host, &cx), TK_OK);
             cr_assert_eq(tk_audit_set_progress(a, count_measures, &measures), TK_OK);
@@ -605,11 +618,11 @@ Test(audit_seed, built_in_axpy_audits_like_the_same_body_written_custom, .timeou
             tk_audit_destroy(a);
         }
         expect_bits_eq(m[0][TK_AUDIT_SCALE - TK_AUDIT_IMPL_MAX_ABS], largest, "scale");
-        for (int i = 0; i < 4; i += 2) {
+        for (int i = 0; i < 2 * NT; i += 2) {
             for (int j = TK_AUDIT_IMPL_MAX_ABS; j <= TK_AUDIT_GAP_MISMATCHES; j++) {
-                char what[64];
-                snprintf(what, sizeof what, "%lldx%lld%s metric %d", (long long)rows,
-                         (long long)cols, i ? " at 1e31" : "", j);
+                char what[96];
+                snprintf(what, sizeof what, "%lldx%lld at tolerance %g, %g: metric %d",
+                         (long long)rows, (long long)cols, tol[i / 2][0], tol[i / 2][1], j);
                 expect_bits_eq(m[i][j - TK_AUDIT_IMPL_MAX_ABS],
                                m[i + 1][j - TK_AUDIT_IMPL_MAX_ABS], what);
             }
