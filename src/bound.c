@@ -812,6 +812,17 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
     return data;
 }
 
+/* A fraction f of a diagnosis search (tk__reads_garbage, tk__one_block),
+ * reported at most once per 1/256 and once at 1 (*last starts below 0);
+ * true where the callback asked to stop. */
+static bool tk__search_tick(tk__progress *pr, double f, double *last)
+{
+    if (f < 1.0 ? f < *last + 1.0 / 256 : *last >= 1.0)
+        return false;
+    *last = f;
+    return (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)) != 0;
+}
+
 /* Whether a failing matmul reads finite garbage beyond K.  Its last block
  * of K, read whole, adds G H to the product, where G (M x q) and H (q x N)
  * are the two operands' padding and q the block's pad width: the error D
@@ -870,9 +881,9 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
         every = col_over[j];
     every &= large >= (m * n + 1) / 2;
     /* A pass of the diagnosis, reported from 0 to 1 (and where it stops
-     * early at 1), at most once per 1/256. */
-    double last = 0.0;
-    if (every && (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 0.0)))
+     * early at 1). */
+    double last = -1.0;
+    if (every && tk__search_tick(pr, 0.0, &last))
         every = false;
     double top = every ? tk__largest(R, m * n, &I[0], &k.J[0], n) : 0.0;
     for (int64_t q = 0; every && q < q_max && !named && top > 0.0; q++) {
@@ -894,13 +905,11 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
         top = next;
         if (q + 1 < q_max)
             I[q + 1] = ni, k.J[q + 1] = nj;
-        double f = named ? 1.0 : (double)(q + 1) / (double)q_max;
-        if ((f == 1.0 || f >= last + 1.0 / 256) &&
-            (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, last = f)))
+        if (tk__search_tick(pr, named ? 1.0 : (double)(q + 1) / (double)q_max, &last))
             named = false, every = false;
     }
-    if (every && last < 1.0 && !pr->rc)
-        pr->rc = tk__progress_report(pr->a, pr->index, pr->step, 1.0);
+    if (every && !pr->rc)
+        tk__search_tick(pr, 1.0, &last);
     free(col_over);
     free(I);
     return named && !pr->rc;
@@ -911,8 +920,7 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
  * output and a constant leave of its squared norm, leaving at most this
  * many times the norm of the contract's bounds; on at least this many
  * outputs (on fewer, some of the many blocks fits any error), blocks of
- * at most this many terms and M + N (the Grams' bands then hold no more
- * than the operands, in doubles). */
+ * at most this many terms (and, for a matmul, 4MN / (M + N)). */
 #define TK__BLOCK_SHARE 0.9
 #define TK__BLOCK_LEFT 2.0
 #define TK__BLOCK_OUTPUTS 32
@@ -920,16 +928,6 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
 
 /* Rows of E that one pass over Y^T serves (tk__one_block). */
 #define TK__BLOCK_GROUP 4
-
-/* A fraction of tk__one_block's work, reported at most once per 1/256;
- * true where the callback asked to stop. */
-static bool tk__block_tick(tk__progress *pr, double f, double *last)
-{
-    if (f < 1.0 && f < *last + 1.0 / 256)
-        return false;
-    *last = f;
-    return (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)) != 0;
-}
 
 /* Whether a failing candidate's error is, up to what the contract's own
  * rounding leaves, a multiple of the partial product of one aligned block
@@ -981,26 +979,24 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
         windows += (size_t)((depth + tk__k_blocks[b] - 1) / tk__k_blocks[b]);
     size_t doubles = (size_t)depth * (4 + 2 * G) + 2 * band + windows;
     double *v = calloc(doubles, sizeof *v);
-    float *yt = p->y ? malloc((size_t)(n * depth) * sizeof *yt) : NULL;
-    if (!v || (p->y && !yt)) {
+    float *yt = malloc((size_t)(n * depth) * sizeof *yt);
+    if (!v || !yt) {
         free(v);
         free(yt);
         pr->rc = tk__fail(TK_ENOMEM, "tk_audit_run: case %lld: out of memory for the "
                           "diagnosis's %zu bytes", (long long)pr->index,
-                          doubles * sizeof *v + (p->y ? (size_t)(n * depth) * sizeof *yt : 0));
+                          doubles * sizeof *v + (size_t)(n * depth) * sizeof *yt);
         return false;
     }
     double *vs = v + depth, *xsum = vs + depth, *ysum = xsum + depth, *u = ysum + depth;
     double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, *win = gy + band, last = -1.0;
     for (int64_t k = 0; k < depth; k++)
         for (int64_t j = 0; j < n; j++) {
-            float y = p->y ? p->y[k * n + j] : 1.0f;
-            if (yt)
-                yt[j * depth + k] = y;
-            ysum[k] += y;
+            yt[j * depth + k] = p->y ? p->y[k * n + j] : 1.0f;   /* a row sum's Y: ones */
+            ysum[k] += yt[j * depth + k];
         }
     bool found = false;
-    if (tk__block_tick(pr, 0.0, &last))
+    if (tk__search_tick(pr, 0.0, &last))
         goto out;
     /* Loops with the long dimension innermost and no sums there vectorize;
      * a group of rows reads Y^T once. */
@@ -1011,11 +1007,6 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
             for (int64_t r = 0; r < g; r++) {
                 double e = E[(i0 + r) * n + j], t = s[(i0 + r) * n + j];
                 double *ue = u + 2 * r * depth, *us = ue + depth;
-                if (!yt) {   /* a row sum: n is 1, Y ones */
-                    for (int64_t k = 0; k < depth; k++)
-                        ue[k] += e, us[k] += t;
-                    continue;
-                }
                 const float *yj = yt + j * depth;
                 for (int64_t k = 0; k < depth; k++)
                     ue[k] += e * yj[k], us[k] += t * yj[k];
@@ -1026,12 +1017,12 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
             for (int64_t k = 0; k < depth; k++)
                 v[k] += (double)xi[k] * ue[k], vs[k] += (double)xi[k] * us[k],
                     xsum[k] += xi[k];
-            for (int64_t k = 0; yt && k < depth; k++)
+            for (int64_t k = 0; p->y && k < depth; k++)
                 for (int64_t d = 0; d < wide && k + d < depth; d++)
                     gx[k * wide + d] += (double)xi[k] * xi[k + d];
             /* A row sum's |P|^2, per window (in win, in the order of the
              * loop below): the sum over rows of the window's sum squared. */
-            for (int b = 0, at = 0; !yt && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
+            for (int b = 0, at = 0; !p->y && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
                 for (int64_t w0 = 0; w0 < depth; w0 += tk__k_blocks[b], at++) {
                     int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
                     double t = 0.0;
@@ -1040,14 +1031,14 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
                     win[at] += t * t;
                 }
         }
-        if (tk__block_tick(pr, 0.8 * (double)(i0 + g) / (double)m, &last))
+        if (tk__search_tick(pr, 0.8 * (double)(i0 + g) / (double)m, &last))
             goto out;
     }
-    for (int64_t j = 0; yt && j < n; j++) {
+    for (int64_t j = 0; p->y && j < n; j++) {
         for (int64_t k = 0; k < depth; k++)
             for (int64_t d = 0; d < wide && k + d < depth; d++)
                 gy[k * wide + d] += (double)yt[j * depth + k] * yt[j * depth + k + d];
-        if (tk__block_tick(pr, 0.8 + 0.2 * (double)(j + 1) / (double)n, &last))
+        if (tk__search_tick(pr, 0.8 + 0.2 * (double)(j + 1) / (double)n, &last))
             goto out;
     }
     /* The orthonormal basis of S and 1: q1 = 1 / sqrt(count), and q2 what
@@ -1060,10 +1051,10 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
     for (int b = 0, at = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
         for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b], at++) {
             int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
-            double ip = 0.0, sp = 0.0, op = 0.0, pp = yt ? 0.0 : win[at];
+            double ip = 0.0, sp = 0.0, op = 0.0, pp = p->y ? 0.0 : win[at];
             for (int64_t k = w0; k < w1; k++) {
                 ip += v[k], sp += vs[k], op += xsum[k] * ysum[k];
-                for (int64_t d = 0; yt && k + d < w1; d++)
+                for (int64_t d = 0; p->y && k + d < w1; d++)
                     pp += (d ? 2.0 : 1.0) * gx[k * wide + d] * gy[k * wide + d];
             }
             double p1 = op / sqrt(cn), p2 = q2 ? (sp - s1 * op / cn) / sqrt(s_left) : 0.0;
@@ -1075,7 +1066,7 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
             found = ee_left > allowed && explained >= TK__BLOCK_SHARE * ee_left &&
                     ee_left - explained <= allowed;
         }
-    tk__block_tick(pr, 1.0, &last);
+    tk__search_tick(pr, 1.0, &last);
 out:
     free(v);
     free(yt);

@@ -8,8 +8,8 @@ import numpy as np
 
 from . import _ffi, errors
 from ._ffi import lib
-from .kernel import f32_view
-from .matrix import Matrix, as_matrix, dtype_code, numpy_dtype
+from .kernel import f32_view, operands
+from .matrix import as_matrix, dtype_code, numpy_dtype
 
 __all__ = ["Call", "BlockSpec", "Step", "DIMENSIONS", "PADS"]
 
@@ -63,15 +63,6 @@ def _index_map_trampoline(fn):
         row[0], col[0] = r, c
 
     return _ffi.trampoline(index_map, _ffi.INDEX_MAP_FN)
-
-
-def _sequence(xs, what):
-    """xs as a list of operands; one array alone is refused (iterating it
-    would give its rows)."""
-    if isinstance(xs, (np.ndarray, Matrix)) or not hasattr(xs, "__iter__"):
-        raise errors.InvalidArgumentError(f"{what} is a sequence of arrays, not "
-                                          f"{type(xs).__name__}: give [x] for one")
-    return list(xs)
 
 
 def _body_trampoline(fn, n_in):
@@ -224,8 +215,8 @@ class Call(_ffi.Handle):
                              "accumulates in a narrower output ref", kind=bool)
 
     def _io(self, inputs, outputs):
-        inputs, outputs = (_sequence(inputs, "inputs"),
-                           None if outputs is None else _sequence(outputs, "outputs"))
+        inputs, outputs = (operands(inputs, "inputs"),
+                           None if outputs is None else operands(outputs, "outputs"))
         mats = [as_matrix(x, f"input {i}") for i, x in enumerate(inputs)]
         if outputs is None:   # NaN where no step writes, as in a block never initialized
             outputs = [np.full(s.shape, np.nan, numpy_dtype(dtype_code(s.dtype)))
@@ -246,7 +237,7 @@ class Call(_ffi.Handle):
     def check_padding(self, inputs: Sequence) -> int:
         """How many output elements differ between a run with zero padding
         and one with NaN padding (0: nothing reads past an input's edge)."""
-        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(_sequence(inputs, "inputs"))]
+        mats = [as_matrix(x, f"input {i}") for i, x in enumerate(operands(inputs, "inputs"))]
         changed = ctypes.c_int64()
         try:
             with _ffi.CallbackGuard():

@@ -43,17 +43,23 @@ def _body_trampoline(fn, n_inputs):
     return _ffi.trampoline(body, _ffi.BODY_FN)
 
 
+def operands(xs, what):
+    """xs as a list of operands; one array alone (iterating it would give
+    its rows), or anything not iterable, is refused."""
+    try:
+        if isinstance(xs, (np.ndarray, Matrix)):
+            raise TypeError
+        return list(xs)
+    except TypeError:
+        raise errors.InvalidArgumentError(f"{what} is a sequence of arrays, not "
+                                          f"{type(xs).__name__}: give [x] for one") from None
+
+
 def prepare_io(inputs, output, shape, n_inputs, what):
     """Wrap the kernel's n_inputs inputs (and the output, allocated like the
     first input when None) as matrices; returns (input matrices, output
     matrix, the output object to hand back)."""
-    try:
-        if isinstance(inputs, (np.ndarray, Matrix)):
-            raise TypeError
-        inputs = list(inputs)
-    except TypeError:
-        raise errors.InvalidArgumentError(f"{what}: inputs is a sequence of arrays, not "
-                                          f"{type(inputs).__name__}") from None
+    inputs = operands(inputs, f"{what}: inputs")
     if len(inputs) != n_inputs:   # the C library reads the kernel's count of them
         raise errors.InvalidArgumentError(f"{what}: the kernel has {n_inputs} input(s), "
                                           f"{len(inputs)} were given")
