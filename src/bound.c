@@ -812,7 +812,7 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
     return data;
 }
 
-/* A fraction f of a diagnosis search (tk__reads_garbage, tk__one_block),
+/* A fraction f of a diagnosis search (tk__reads_garbage, tk__one_window),
  * reported at most once per 1/256 and once at 1 (*last starts below 0);
  * true where the callback asked to stop. */
 static bool tk__search_tick(tk__progress *pr, double f, double *last)
@@ -915,39 +915,65 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
     return named && !pr->rc;
 }
 
-/* What of a failing candidate's error one block of K must explain to be
- * taken for an indexing error (tk__one_block): this share of what the
+/* What of a failing candidate's error one window of K must explain to be
+ * taken for an indexing error (tk__one_window): this share of what the
  * output and a constant leave of its squared norm, leaving at most this
  * many times the norm of the contract's bounds; on at least this many
- * outputs (on fewer, some of the many blocks fits any error), blocks of
- * at most this many terms (and, for a matmul, 4MN / (M + N)). */
+ * outputs (on fewer, some of the many windows fits any error), windows of
+ * at most the largest block size of tk__k_blocks up to this many terms
+ * (and, for a matmul, 4MN / (M + N)). */
 #define TK__BLOCK_SHARE 0.9
 #define TK__BLOCK_LEFT 2.0
 #define TK__BLOCK_OUTPUTS 32
 #define TK__BLOCK_WIDEST 256
 
-/* Rows of E that one pass over Y^T serves (tk__one_block). */
+/* Rows of E that one pass over Y^T serves (tk__one_window). */
 #define TK__BLOCK_GROUP 4
 
+/* Where a window of K of `width` terms from `start` ends: cut at K only
+ * where it is an aligned block's (the last one); 0 where there is none. */
+static int64_t tk__window_end(int64_t width, int64_t start, int64_t depth)
+{
+    return start + width <= depth ? start + width : start % width ? 0 : depth;
+}
+
+/* Whether a window's product P, given <E, P> (ip), <S, P> (sp), <1, P>
+ * (op) and |P|^2 (pp), explains what S and 1 leave of E as
+ * tk__one_window asks: E's coordinates on the basis of S and 1 are a1 and
+ * a2 (a2 0 where q2 is false), ee_left what they leave of |E|^2. */
+static bool tk__block_fits(double ip, double sp, double op, double pp, double cn, double s1,
+                           double s_left, bool q2, double a1, double a2, double ee_left,
+                           double allowed)
+{
+    double p1 = op / sqrt(cn), p2 = q2 ? (sp - s1 * op / cn) / sqrt(s_left) : 0.0;
+    double pp_left = pp - p1 * p1 - p2 * p2, ip_left = ip - a1 * p1 - a2 * p2;
+    /* A window whose product S and 1 span (rank-1 data) leaves only
+     * rounding in pp_left: no fit. */
+    double explained = pp_left > 0x1p-30 * pp ? ip_left * ip_left / pp_left : 0.0;
+    return explained >= TK__BLOCK_SHARE * ee_left && ee_left - explained <= allowed;
+}
+
 /* Whether a failing candidate's error is, up to what the contract's own
- * rounding leaves, a multiple of the partial product of one aligned block
- * of K, P = X[:, w] Y[w, :] with w = [j b, j b + b) for a block size b of
- * tk__k_blocks (the last one cut at K), plus a multiple of the output and
- * a constant: a block left out, added twice or scaled.  A narrow
- * accumulation's probabilistic bound can cover such an error, whose
- * rounding error is not a multiple of the data's.  The output S and the
- * constant 1 are projected out first: where the data are all positive,
- * every block's product is near a multiple of S, and a narrow format's
- * stagnation errs by one (Frobenius inner products over the elements,
- * least squares).  With E' and P' what S and 1 leave of E = cand - s and
- * of P, P' explains <E', P'>^2 / |P'|^2 of E'.  <E, P> is the sum over k
- * in w of v_k = sum_i x_ik (E Y^T)_ik, <S, P> likewise, <1, P> that of
+ * rounding leaves, a multiple of the partial product of one window of K,
+ * P = X[:, w] Y[w, :] with w = [w0, w1), plus a multiple of the output and
+ * a constant: terms left out, added twice or scaled.  A matmul's windows
+ * are every run of 1 to `wide` terms; a row sum's, runs of one term and
+ * of each block size of tk__k_blocks up to `wide`, from every start (an
+ * aligned last block cut at K).  A narrow accumulation's probabilistic
+ * bound can cover such an error, whose rounding error is not a multiple
+ * of the data's.  The output S and the constant 1 are projected out
+ * first: where the data are all positive, every window's product is near
+ * a multiple of S, and a narrow format's stagnation errs by one
+ * (Frobenius inner products over the elements, least squares).  With E'
+ * and P' what S and 1 leave of E = cand - s and of P, P' explains
+ * <E', P'>^2 / |P'|^2 of E'.  <E, P> is the sum over k in w of v_k =
+ * sum_i x_ik (E Y^T)_ik, <S, P> likewise, <1, P> that of
  * (sum_i x_ik)(sum_j y_kj), and |P|^2 that over k, l in w of
  * (X^T X)_kl (Y Y^T)_kl: one pass of E Y^T and S Y^T and the Grams' bands
- * |k - l| < the widest block serve every block.  A row sum's Y is ones.
- * E (count doubles) is scratch; pr->rc takes a stop, or TK_ENOMEM where
- * memory ran out. */
-static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass *p,
+ * |k - l| < wide serve every window.  A row sum's Y is ones, and its
+ * |P|^2 the sum over rows of the window's sum squared.  E (count doubles)
+ * is scratch; pr->rc takes a stop, or TK_ENOMEM where memory ran out. */
+static bool tk__one_window(const tk__case *c, const tk__acc *f32, const tk__pass *p,
                           const float *cand, const double *s, const double *A, double *E,
                           tk__progress *pr)
 {
@@ -974,10 +1000,11 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
     /* Per k: v (E's), vs (S's), the sums for <1, P>; rows of E Y^T and
      * S Y^T for a group; the bands, row k holding (k, k + d); and Y^T. */
     size_t band = p->y ? (size_t)(depth * wide) : 0, G = TK__BLOCK_GROUP;
-    size_t windows = 0;   /* a row sum's, each with its |P|^2 */
-    for (int b = 0; !p->y && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
-        windows += (size_t)((depth + tk__k_blocks[b] - 1) / tk__k_blocks[b]);
-    size_t doubles = (size_t)depth * (4 + 2 * G) + 2 * band + windows;
+    int widths = 1;   /* a row sum's window widths: 1 and the block sizes up to wide */
+    while (widths <= TK__K_BLOCKS && tk__k_blocks[widths - 1] <= wide)
+        widths++;
+    size_t windows = p->y ? 0 : (size_t)(widths * depth);   /* a row sum's |P|^2 */
+    size_t doubles = (size_t)depth * (5 + 2 * G) + 1 + 2 * band + windows;
     double *v = calloc(doubles, sizeof *v);
     float *yt = malloc((size_t)(n * depth) * sizeof *yt);
     if (!v || !yt) {
@@ -989,7 +1016,8 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
         return false;
     }
     double *vs = v + depth, *xsum = vs + depth, *ysum = xsum + depth, *u = ysum + depth;
-    double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, *win = gy + band, last = -1.0;
+    double *gx = u + 2 * G * (size_t)depth, *gy = gx + band, *win = gy + band;
+    double *pre = win + windows, last = -1.0;   /* pre: a row's prefix sums */
     for (int64_t k = 0; k < depth; k++)
         for (int64_t j = 0; j < n; j++) {
             yt[j * depth + k] = p->y ? p->y[k * n + j] : 1.0f;   /* a row sum's Y: ones */
@@ -1020,25 +1048,26 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
             for (int64_t k = 0; p->y && k < depth; k++)
                 for (int64_t d = 0; d < wide && k + d < depth; d++)
                     gx[k * wide + d] += (double)xi[k] * xi[k + d];
-            /* A row sum's |P|^2, per window (in win, in the order of the
-             * loop below): the sum over rows of the window's sum squared. */
-            for (int b = 0, at = 0; !p->y && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
-                for (int64_t w0 = 0; w0 < depth; w0 += tk__k_blocks[b], at++) {
-                    int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
-                    double t = 0.0;
-                    for (int64_t k = w0; k < w1; k++)
-                        t += xi[k];
-                    win[at] += t * t;
+            /* A row sum's |P|^2 per window, win[width * depth + start]
+             * (width the index of 1 and the block sizes): the sum over rows
+             * of the window's sum squared, from the row's prefix sums. */
+            for (int64_t k = 0; !p->y && k < depth; k++)
+                pre[k + 1] = pre[k] + xi[k];
+            for (int b = 0; !p->y && b < widths; b++)
+                for (int64_t w0 = 0; w0 < depth; w0++) {
+                    int64_t w1 = tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth);
+                    if (w1)
+                        win[b * depth + w0] += (pre[w1] - pre[w0]) * (pre[w1] - pre[w0]);
                 }
         }
-        if (tk__search_tick(pr, 0.8 * (double)(i0 + g) / (double)m, &last))
+        if (tk__search_tick(pr, 0.7 * (double)(i0 + g) / (double)m, &last))
             goto out;
     }
     for (int64_t j = 0; p->y && j < n; j++) {
         for (int64_t k = 0; k < depth; k++)
             for (int64_t d = 0; d < wide && k + d < depth; d++)
                 gy[k * wide + d] += (double)yt[j * depth + k] * yt[j * depth + k + d];
-        if (tk__search_tick(pr, 0.8 + 0.2 * (double)(j + 1) / (double)n, &last))
+        if (tk__search_tick(pr, 0.7 + 0.2 * (double)(j + 1) / (double)n, &last))
             goto out;
     }
     /* The orthonormal basis of S and 1: q1 = 1 / sqrt(count), and q2 what
@@ -1048,24 +1077,32 @@ static bool tk__one_block(const tk__case *c, const tk__acc *f32, const tk__pass 
     bool q2 = s_left > 0x1p-40 * ss;
     double a1 = e1 / sqrt(cn), a2 = q2 ? (es - s1 * e1 / cn) / sqrt(s_left) : 0.0;
     double ee_left = ee - a1 * a1 - a2 * a2;
-    for (int b = 0, at = 0; !found && b < TK__K_BLOCKS && tk__k_blocks[b] <= wide; b++)
-        for (int64_t w0 = 0; !found && w0 < depth; w0 += tk__k_blocks[b], at++) {
-            int64_t w1 = depth - w0 < tk__k_blocks[b] ? depth : w0 + tk__k_blocks[b];
-            double ip = 0.0, sp = 0.0, op = 0.0, pp = p->y ? 0.0 : win[at];
-            for (int64_t k = w0; k < w1; k++) {
-                ip += v[k], sp += vs[k], op += xsum[k] * ysum[k];
-                for (int64_t d = 0; p->y && k + d < w1; d++)
-                    pp += (d ? 2.0 : 1.0) * gx[k * wide + d] * gy[k * wide + d];
+    /* Each window's fit, its sums grown a term at a time from each start
+     * (not differences of sums from 0, which large sums of both signs
+     * cancel): a matmul's |P|^2 gains the new term's band row; a row sum's
+     * comes from win where the window is one of its widths. */
+    double allowed = TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
+    for (int64_t w0 = 0; !found && ee_left > allowed && w0 < depth; w0++) {
+        double ip = 0.0, sp = 0.0, op = 0.0, pp = 0.0;
+        for (int64_t w1 = w0 + 1, b = 0; !found && w1 <= depth && w1 - w0 <= wide; w1++) {
+            int64_t k = w1 - 1;
+            ip += v[k], sp += vs[k], op += xsum[k] * ysum[k];
+            if (p->y) {
+                pp += gx[k * wide] * gy[k * wide];
+                for (int64_t l = w0; l < k; l++)
+                    pp += 2.0 * gx[l * wide + k - l] * gy[l * wide + k - l];
+            } else {
+                while (b < widths && tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth) < w1)
+                    b++;
+                if (b == widths || tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth) != w1)
+                    continue;
+                pp = win[b * depth + w0];
             }
-            double p1 = op / sqrt(cn), p2 = q2 ? (sp - s1 * op / cn) / sqrt(s_left) : 0.0;
-            double pp_left = pp - p1 * p1 - p2 * p2, ip_left = ip - a1 * p1 - a2 * p2;
-            /* A block whose product S and 1 span (rank-1 data) leaves only
-             * rounding in pp_left: no fit. */
-            double explained = pp_left > 0x1p-30 * pp ? ip_left * ip_left / pp_left : 0.0;
-            double allowed = TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
-            found = ee_left > allowed && explained >= TK__BLOCK_SHARE * ee_left &&
-                    ee_left - explained <= allowed;
+            found = tk__block_fits(ip, sp, op, pp, cn, s1, s_left, q2, a1, a2, ee_left, allowed);
         }
+        if (tk__search_tick(pr, 0.9 + 0.1 * (double)(w0 + 1) / (double)depth, &last))
+            goto out;
+    }
     tk__search_tick(pr, 1.0, &last);
 out:
     free(v);
@@ -1169,7 +1206,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         return TK_SCHEDULE_UNKNOWN;
     /* Nor one whose error is the data's: not a narrow accumulation.  (s2
      * is scratch until the pass below.) */
-    if (!over && tk__one_block(c, &f32, &p, cand, s, A, s2, pr))
+    if (!over && tk__one_window(c, &f32, &p, cand, s, A, s2, pr))
         return TK_SCHEDULE_UNKNOWN;
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;

@@ -405,9 +405,12 @@ Test(bound, finite_garbage_beyond_k_is_named_by_the_rank_of_the_error)
  * though a bfloat16 accumulation's probabilistic bound covers its error at
  * K = 700 and it errs less than one: the error is the block's partial
  * product times a number.  A block of 8, into float32 and bfloat16, was
- * named bfloat16-accumulation before tk__one_block; in a sweep of blocks of
- * 8, 16 and 32 left out, doubled, negated or halved, first or at 640,
- * every one is now unknown.  A bfloat16 accumulation is still named: term
+ * named bfloat16-accumulation before the check (tk__one_window); in a
+ * sweep of blocks of 8, 16 and 32 left out, doubled, negated or halved,
+ * first or at 640, every one is now unknown.  So are 8 terms from the 5th
+ * halved, the 101st left out and 3 from the 6th doubled, named
+ * bfloat16-accumulation while the check tried aligned blocks alone.  A
+ * bfloat16 accumulation is still named: term
  * by term and in blocks of 16; on inputs of ones, whose error (stagnation
  * at 256) is a multiple of every block's product and of the output, which
  * the fit takes out first (the first version of the check named it
@@ -442,6 +445,12 @@ Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
         {.h = {.bk = 8, .skip_at = 8, .skip = 8, .times = 0.5f}, .out = TK_DTYPE_F32,
          .want = TK_SCHEDULE_UNKNOWN},
         {.h = {.bk = 8, .skip_at = 640, .skip = 8, .times = 0.5f}, .out = TK_DTYPE_BF16,
+         .want = TK_SCHEDULE_UNKNOWN},
+        {.h = {.bk = 8, .skip_at = 4, .skip = 8, .times = 0.5f}, .out = TK_DTYPE_F32,
+         .want = TK_SCHEDULE_UNKNOWN},
+        {.h = {.bk = 8, .skip_at = 100, .skip = 1}, .out = TK_DTYPE_F32,
+         .want = TK_SCHEDULE_UNKNOWN},
+        {.h = {.bk = 8, .skip_at = 5, .skip = 3, .times = 2.0f}, .out = TK_DTYPE_F32,
          .want = TK_SCHEDULE_UNKNOWN},
         {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_BF16, .want = TK_SCHEDULE_BF16_ACCUM},
         {.h = {.bk = 16, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM},
