@@ -721,7 +721,7 @@ static int tk__scratch(tk__exec *e, int tail, bool blockwise)
         e->area = e->br * e->bc;   /* no overflow: at most the padded size */
     else if (!blockwise && !e->direct)
         e->area = tail == TK_TAIL_SHIFT_INWARDS ? e->br * e->bc : TK__SPAN;
-    else if (e->stream_out)
+    else if (e->stream_out && !blockwise)   /* (whole tiles in place need none) */
         e->area = TK__SPAN;   /* the results' scratch */
     if (!e->area && !band)
         return TK_OK;

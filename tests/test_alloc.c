@@ -1182,3 +1182,38 @@ Test(alloc, the_other_calls_fail_cleanly)
         tka_sweep(&s, &x);
     }
 }
+
+/* A custom blockwise body whose tiles all run in place needs no staging:
+ * on an 8 MiB f32 output with 256x512 tiles (whose band, 2 MiB, is over
+ * TK__BAND) and no undo, a run allocates nothing.  It allocated room for
+ * (inputs + 2) x 1024 f32 it never used, until 0.6. */
+Test(alloc, whole_tiles_in_place_allocate_nothing)
+{
+#if TKA_ON
+    enum { R = 1024, C = 2048 };
+    tk_kernel *k;
+    tk_tiling *t;
+    tk_matrix *x, *y, *out;
+    cr_assert_eq(tk_kernel_custom(&k, 2, tka_body, NULL), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_BODY, TK_BODY_BLOCKWISE), TK_OK);
+    cr_assert_eq(tk_kernel_set(k, TK_KERNEL_UNDO, 0), TK_OK);
+    cr_assert_eq(tk_tiling_create(&t, R, C, 256, 512), TK_OK);
+    cr_assert_eq(tk_matrix_create(&x, TK_DTYPE_F32, R, C), TK_OK);
+    cr_assert_eq(tk_matrix_create(&y, TK_DTYPE_F32, R, C), TK_OK);
+    cr_assert_eq(tk_matrix_create(&out, TK_DTYPE_F32, R, C), TK_OK);
+    const tk_matrix *in[2] = {x, y};
+    tka_init();
+    tka_arm(0, false);
+    int rc = tk_kernel_run(k, t, in, out);
+    bool allocated = tka_disarm();
+    cr_assert_eq(rc, TK_OK, "%s", tk_last_error_message());
+    cr_assert(!allocated, "a run of whole tiles in place allocated memory");
+    tk_matrix_destroy(out);
+    tk_matrix_destroy(y);
+    tk_matrix_destroy(x);
+    tk_tiling_destroy(t);
+    tk_kernel_destroy(k);
+#else
+    cr_skip_test("allocations are watched only under glibc without sanitizers");
+#endif
+}
