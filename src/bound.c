@@ -483,6 +483,110 @@ static bool tk__simulate(int64_t threads, tk__pass p, int d, bool reversed, doub
     return !pr->rc;
 }
 
+/* Outputs, whole rows of them from the first, on which tk__block_match
+ * simulates each blocked accumulation, and how near the candidate must
+ * come to one to be named after it: the root mean square of their
+ * difference at most this share of the candidate's error, over at least
+ * this many outputs where the candidate is not the oracle's cast. */
+#define TK__MATCH_OUTPUTS 512
+#define TK__MATCH_SHARE 0.25
+#define TK__MATCH_MIN 32
+
+/* The root mean square of cand - sim as a share of that of cand - want,
+ * over the elements where cand and want are finite; infinity where sim is
+ * not finite at one of them (an overflow of its own), or where cand
+ * differs from want at fewer than TK__MATCH_MIN (on a few, some
+ * simulation comes near by chance). */
+static double tk__match_share(const float *cand, const float *want, const float *sim,
+                              int64_t count)
+{
+    double off = 0.0, err = 0.0;
+    bool alike = true;
+    int64_t wrong = 0;
+    for (int64_t e = 0; e < count; e++)
+        if (isfinite(cand[e]) && isfinite(want[e])) {
+            alike &= isfinite(sim[e]);
+            off += ((double)cand[e] - sim[e]) * ((double)cand[e] - sim[e]);
+            err += ((double)cand[e] - want[e]) * ((double)cand[e] - want[e]);
+            wrong += cand[e] != want[e];
+        }
+    return alike && wrong >= TK__MATCH_MIN ? sqrt(off / err) : INFINITY;
+}
+
+/* Row i of a blocked accumulation in d: float32 partial sums of bk terms
+ * in k order (p->reversed: the other way), products not rounded, each
+ * added to a d accumulator. */
+static inline __attribute__((always_inline)) void tk__blocks_row(const tk__pass *p, int d,
+                                                                 int64_t i, int64_t bk,
+                                                                 float *restrict row,
+                                                                 float *restrict part)
+{
+    const float *x = p->x + i * p->k;
+    if (!p->y) {   /* a row sum: one accumulator */
+        float acc = 0.0f;
+        for (int64_t t0 = 0; t0 < p->k; t0 += bk) {
+            int64_t t1 = p->k - t0 < bk ? p->k : t0 + bk;
+            float sum = 0.0f;
+            for (int64_t t = t0; t < t1; t++)
+                sum += x[p->reversed ? p->k - 1 - t : t];
+            acc = tk__accum_round(d, acc + sum);
+        }
+        row[0] = acc;
+        return;
+    }
+    int64_t n = p->n;
+    for (int64_t j = 0; j < n; j++)
+        row[j] = 0.0f;
+    for (int64_t t0 = 0; t0 < p->k; t0 += bk) {
+        int64_t t1 = p->k - t0 < bk ? p->k : t0 + bk;
+        for (int64_t j = 0; j < n; j++)
+            part[j] = 0.0f;
+        for (int64_t t = t0; t < t1; t++) {
+            int64_t k = p->reversed ? p->k - 1 - t : t;
+            const float *restrict yk = p->y + k * n;
+            for (int64_t j = 0; j < n; j++)
+                part[j] += x[k] * yk[j];
+        }
+        for (int64_t j = 0; j < n; j++)
+            row[j] = tk__accum_round(d, row[j] + part[j]);
+    }
+}
+
+/* How near the candidate comes to an accumulation in d (float16 or
+ * bfloat16), as a Pallas kernel with a d accumulator or output ref
+ * computes: float32 partial sums of 1 term (products not rounded; in k
+ * order and reversed), of a block size of tk__k_blocks below K or of all
+ * K (in k order), each added to the accumulator.  The least root mean
+ * square of their difference, over the first TK__MATCH_OUTPUTS outputs
+ * (whole rows) cast as the candidate's are, as a share of that of the
+ * candidate's error (tk__match_share).  sim and part (n floats) are
+ * scratch. */
+static double tk__block_match(const tk__pass *p, int d, int out_dtype, const float *cand,
+                              const float *want, float *sim, float *part)
+{
+    int64_t n = p->y ? p->n : 1;
+    int64_t rows = (TK__MATCH_OUTPUTS + n - 1) / n < p->m ? (TK__MATCH_OUTPUTS + n - 1) / n
+                                                         : p->m;
+    double best = INFINITY;
+    tk__pass q = *p;
+    for (int b = -2; b <= TK__K_BLOCKS; b++) {   /* -2: one term reversed; -1: in order */
+        int64_t bk = b < 0                                          ? 1
+                     : b < TK__K_BLOCKS && tk__k_blocks[b] < p->k ? tk__k_blocks[b]
+                                                                   : p->k;
+        q.reversed = b == -2;
+        for (int64_t i = 0; i < rows; i++)
+            if (d == TK_DTYPE_BF16)
+                tk__blocks_row(&q, TK_DTYPE_BF16, i, bk, sim + i * n, part);
+            else
+                tk__blocks_row(&q, TK_DTYPE_F16, i, bk, sim + i * n, part);
+        tk__cast_through(out_dtype, sim, rows * n);
+        best = fmin(best, tk__match_share(cand, want, sim, rows * n));
+        if (bk == p->k && b >= -1)
+            break;
+    }
+    return best;
+}
+
 /* Half float16's largest finite number.  A NaN from overflow needs an
  * Inf - Inf, so both the positive and the negative terms of a sum must
  * reach it; where the smaller of the two, (sum of magnitudes - |sum|) / 2,
@@ -1077,10 +1181,10 @@ static bool tk__one_window(const tk__case *c, const tk__acc *f32, const tk__pass
     bool q2 = s_left > 0x1p-40 * ss;
     double a1 = e1 / sqrt(cn), a2 = q2 ? (es - s1 * e1 / cn) / sqrt(s_left) : 0.0;
     double ee_left = ee - a1 * a1 - a2 * a2;
-    /* Each window's fit, its sums grown a term at a time from each start
-     * (not differences of sums from 0, which large sums of both signs
-     * cancel): a matmul's |P|^2 gains the new term's band row; a row sum's
-     * comes from win where the window is one of its widths. */
+    /* Each window's fit, its inner products grown a term at a time from
+     * each start (not differences of sums from 0, which large sums of both
+     * signs cancel): a matmul's |P|^2 gains the new term's band row; a row
+     * sum's comes from win where the window is one of its widths. */
     double allowed = TK__BLOCK_LEFT * TK__BLOCK_LEFT * bb;
     for (int64_t w0 = 0; !found && ee_left > allowed && w0 < depth; w0++) {
         double ip = 0.0, sp = 0.0, op = 0.0, pp = 0.0;
@@ -1204,10 +1308,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         return TK_SCHEDULE_K_TAIL_PADDING;
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;
-    /* Nor one whose error is the data's: not a narrow accumulation.  (s2
+    /* Nor, unless it nearly is one of the simulated blocked accumulations
+     * (below), one whose error is the data's: a narrow accumulator that
+     * drops every term after a huge first one errs by the data too.  (s2
      * is scratch until the pass below.) */
-    if (!over && tk__one_window(c, &f32, &p, cand, s, A, s2, pr))
-        return TK_SCHEDULE_UNKNOWN;
+    bool window = !over && tk__one_window(c, &f32, &p, cand, s, A, s2, pr);
     if (pr->rc)
         return TK_SCHEDULE_UNKNOWN;
     /* Both narrow formats' probabilistic bounds can cover a candidate that
@@ -1232,8 +1337,15 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         return TK_SCHEDULE_UNKNOWN;
     const int narrow[2] = {TK_DTYPE_F16, TK_DTYPE_BF16};
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
-    double e_cand = tk__rms(cand, s, count), best_key = INFINITY;
+    double e_cand = tk__rms(cand, s, count), best_key = INFINITY, near[2] = {INFINITY, INFINITY};
     int pick = TK_SCHEDULE_UNKNOWN, best_rank = -1;
+    float *part = over ? NULL : malloc((size_t)(p.y ? p.n : 1) * sizeof *part);
+    if (!over && !part) {
+        pr->rc = tk__fail(TK_ENOMEM, "tk_audit_run: case %lld: out of memory for the "
+                          "diagnosis's %zu bytes", (long long)pr->index,
+                          (size_t)(p.y ? p.n : 1) * sizeof *part);
+        return TK_SCHEDULE_UNKNOWN;
+    }
     for (int i = 0; i < 2; i++) {
         tk__acc r = tk__acc_of(kc->reduce, c->dtype, narrow[i], c->out_dtype, flush);
         if (r.u <= f32.u)
@@ -1250,17 +1362,28 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
         }
         if (tk__worst(&r, c->depth, count, judged, want, s2, A2, &at, NULL) > 1.0)
             continue;
+        /* A candidate that (all finite) nearly is one of the accumulations
+         * simulated in a format, blocked or term by term, is named after
+         * it, before the rules below: the nearer of the two formats. */
+        near[i] = over ? INFINITY : tk__block_match(&p, narrow[i], c->out_dtype, cand, want,
+                                                     sim, part);
         double e_first = -1.0, e_most = -1.0;   /* of the orders that overflow alike */
         for (int order = 0; order < 2; order++) {
-            if (!tk__simulate(threads, p, narrow[i], order, pack, sim, pr))
+            if (!tk__simulate(threads, p, narrow[i], order, pack, sim, pr)) {
+                free(part);
                 return TK_SCHEDULE_UNKNOWN;
+            }
             tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
+            if (!over)
+                near[i] = fmin(near[i], tk__match_share(cand, want, sim, count));
             if (!tk__same_overflow(cand, sim, want, s, count))
                 continue;
             double e_sim = tk__rms(sim, s, count);
             e_first = e_first < 0.0 ? e_sim : e_first;
             e_most = fmax(e_most, e_sim);
         }
+        if (window)
+            continue;
         if (e_most < 0.0 || !(e_cand <= TK__NARROW_SLACK * e_most))
             continue;
         double ratio = e_cand / e_first;
@@ -1273,7 +1396,17 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             pick = named[i];
         }
     }
-    return pick;
+    free(part);
+    /* Where both formats match, one at most half as far off is named; a
+     * tie (a bfloat16 output's cast can hide which format summed) goes to
+     * the rules, or to the nearer where the window check left them none. */
+    bool m[2] = {near[0] <= TK__MATCH_SHARE, near[1] <= TK__MATCH_SHARE};
+    if (m[0] && m[1])
+        return near[0] <= 0.5 * near[1]    ? named[0]
+               : near[1] <= 0.5 * near[0]  ? named[1]
+               : pick != TK_SCHEDULE_UNKNOWN ? pick
+                                             : named[near[1] < near[0]];
+    return m[0] ? named[0] : m[1] ? named[1] : pick;
 }
 
 int tk__gap_dtype(const tk__case *c)

@@ -24,7 +24,7 @@ enum { M = 9, K = 300, N = 70, DEEP = 700 };
  * of y (mod k). */
 struct how {
     int bk;
-    bool drop, bf16, nan_pad, into_out, nan_row, shift;
+    bool drop, bf16, f16, nan_pad, into_out, nan_row, shift;
     bool garbage;       /* the padding beyond K finite, different in every row and column */
     bool garbage_row;   /* row 0 alone off by the garbage of one term */
     int skip_at, skip;  /* terms [skip_at, skip_at + skip) of K left out, */
@@ -52,6 +52,14 @@ static float garbage_y(int64_t kk, int64_t j)
     return garbage_at(j + 7919, kk, 48.0f);
 }
 
+static float f16_round(float v)
+{
+    uint16_t h;
+    tk_dtype_from_f32_n(TK_DTYPE_F16, &h, &v, 1);
+    tk_dtype_to_f32_n(TK_DTYPE_F16, &v, &h, 1);
+    return v;
+}
+
 static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
 {
     const struct how *h = user;
@@ -74,7 +82,9 @@ static int matmul(void *user, const tk_matrix *const *in, tk_matrix *out)
                                 ? h->times * x[i * k + kk] * y[kk * n + j]
                             : kk < k ? x[i * k + kk] * y[(kk + h->shift) % k * n + j]
                             : h->garbage ? garbage_x(i, kk) * garbage_y(kk, j) : NAN;
-                acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part)) : acc + part;
+                acc = h->bf16 ? tk_bf16_to_f32(tk_bf16_from_f32(acc + part))
+                      : h->f16 ? f16_round(acc + part)
+                               : acc + part;
             }
             o[i * n + j] = h->nan_row && i == 0 ? NAN
                            : h->garbage_row && i == 0 ? acc + garbage_x(0, k) * garbage_y(k, j)
@@ -465,6 +475,48 @@ Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
                      cases[c].ones ? ones : cases[c].rank1 ? y1 : y,
                      cases[c].rank1 ? R1 : cases[c].m ? cases[c].m : BM, DEEP,
                      cases[c].rank1 ? R1 : BN, cases[c].out, cases[c].want);
+}
+
+/* A narrow accumulation is named by its format where the candidate is
+ * nearly one of the blocked accumulations the diagnosis simulates, float32
+ * partial sums added to a bfloat16 or float16 accumulator: bfloat16 blocks
+ * of 128 into a bfloat16 output err like a float16 sum term by term, on a
+ * log scale nearer it than bfloat16's, and were named
+ * float16-accumulation from float32 inputs; float16 term by term into a
+ * bfloat16 output from bfloat16 inputs was named after the storage dtype,
+ * bfloat16-accumulation.  And on integers 0 to 3 whose first term of K is
+ * 4096 to 36864, a bfloat16 accumulator drops every later term: the
+ * error is that term's product less the output, which the check for one
+ * window of K fits (named unknown by its first version, which tried
+ * windows of one term, found by an outside review); the simulation
+ * reproduces it.  Controls: float16 blocks of 64 into float32, and
+ * bfloat16 term by term into float32. */
+Test(bound, a_blocked_narrow_accumulation_is_named_by_its_format)
+{
+    enum { BM = 24, BN = 32 };
+    static float x[BM * DEEP], y[DEEP * BN], xi[BM * DEEP], yi[DEEP * BN];
+    tkt_fill(x, BM * DEEP, 11);
+    tkt_fill(y, DEEP * BN, 12);
+    tkt_fill(xi, BM * DEEP, 13);   /* [-4, 4) to the integers 0 to 3 */
+    tkt_fill(yi, DEEP * BN, 14);
+    for (int64_t e = 0; e < BM * DEEP; e++)
+        xi[e] = e % DEEP ? floorf((xi[e] + 4.0f) / 2.0f) : 4096.0f * (float)(1 + e / DEEP % 3);
+    for (int64_t e = 0; e < DEEP * BN; e++)
+        yi[e] = e < BN ? (float)(1 + e % 3) : floorf((yi[e] + 4.0f) / 2.0f);
+    const struct {
+        struct how h;
+        int out, want;
+        bool ints;
+    } cases[] = {
+        {.h = {.bk = 128, .bf16 = true}, .out = TK_DTYPE_BF16, .want = TK_SCHEDULE_BF16_ACCUM},
+        {.h = {.bk = 1, .f16 = true}, .out = TK_DTYPE_BF16, .want = TK_SCHEDULE_F16_ACCUM},
+        {.h = {.bk = 64, .f16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_F16_ACCUM},
+        {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM,
+         .ints = true},
+        {.h = {.bk = 1, .bf16 = true}, .out = TK_DTYPE_F32, .want = TK_SCHEDULE_BF16_ACCUM}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        expect_named(c, cases[c].h, cases[c].ints ? xi : x, cases[c].ints ? yi : y, BM, DEEP,
+                     BN, cases[c].out, cases[c].want);
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
