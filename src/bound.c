@@ -483,41 +483,59 @@ static bool tk__simulate(int64_t threads, tk__pass p, int d, bool reversed, doub
     return !pr->rc;
 }
 
-/* Outputs, whole rows of them from the first, on which tk__block_match
- * simulates each blocked accumulation, and how near the candidate must
- * come to one to be named after it: the root mean square of their
- * difference at most this share of the candidate's error, over at least
- * this many outputs where the candidate is not the oracle's cast. */
+/* A fraction f of a diagnosis search (tk__block_match, tk__reads_garbage,
+ * tk__one_window), reported at most once per 1/256 and once at 1 (*last
+ * starts below 0); true where the callback asked to stop. */
+static bool tk__search_tick(tk__progress *pr, double f, double *last)
+{
+    if (f < 1.0 ? f < *last + 1.0 / 256 : *last >= 1.0)
+        return false;
+    *last = f;
+    return (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)) != 0;
+}
+
+/* The outputs on which tk__block_match simulates each blocked
+ * accumulation: the first rows and columns, about this many; and how near
+ * the candidate must come to a simulation to be named after it: the root
+ * mean square of their difference at most this share of the candidate's
+ * error and of its values, over at least this many outputs where the
+ * candidate is not the oracle's cast. */
 #define TK__MATCH_OUTPUTS 512
 #define TK__MATCH_SHARE 0.25
 #define TK__MATCH_MIN 32
 
-/* The root mean square of cand - sim as a share of that of cand - want,
- * over the elements where cand and want are finite; infinity where sim is
- * not finite at one of them (an overflow of its own), or where cand
- * differs from want at fewer than TK__MATCH_MIN (on a few, some
- * simulation comes near by chance). */
-static double tk__match_share(const float *cand, const float *want, const float *sim,
-                              int64_t count)
+/* The root mean square of cand - sim as a share of those of cand - want
+ * and of cand (the larger share), over the elements where cand and want
+ * are finite, rows x cols of them: cand and want rows ld apart, sim's
+ * cols.  Infinity where sim is not finite at one of them (an overflow of
+ * its own), or where cand differs from want at fewer than TK__MATCH_MIN
+ * (on a few, some simulation comes near by chance).  The share of cand
+ * keeps a simulation near 0 (float16 underflowing on tiny data) from
+ * matching a candidate that left most terms out. */
+static double tk__match_share(const float *cand, const float *want, int64_t ld,
+                              const float *sim, int64_t rows, int64_t cols)
 {
-    double off = 0.0, err = 0.0;
+    double off = 0.0, err = 0.0, mag = 0.0;
     bool alike = true;
     int64_t wrong = 0;
-    for (int64_t e = 0; e < count; e++)
-        if (isfinite(cand[e]) && isfinite(want[e])) {
-            alike &= isfinite(sim[e]);
-            off += ((double)cand[e] - sim[e]) * ((double)cand[e] - sim[e]);
-            err += ((double)cand[e] - want[e]) * ((double)cand[e] - want[e]);
-            wrong += cand[e] != want[e];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            double x = cand[r * ld + c], w = want[r * ld + c], v = sim[r * cols + c];
+            if (isfinite(x) && isfinite(w)) {
+                alike &= isfinite(v);
+                off += (x - v) * (x - v), err += (x - w) * (x - w), mag += x * x;
+                wrong += x != w;
+            }
         }
-    return alike && wrong >= TK__MATCH_MIN ? sqrt(off / err) : INFINITY;
+    return alike && wrong >= TK__MATCH_MIN ? sqrt(off / fmin(err, mag)) : INFINITY;
 }
 
-/* Row i of a blocked accumulation in d: float32 partial sums of bk terms
- * in k order (p->reversed: the other way), products not rounded, each
- * added to a d accumulator. */
+/* Row i of a blocked accumulation in d, its first nc columns: float32
+ * partial sums of bk terms in k order (p->reversed: the other way),
+ * products not rounded, each added to a d accumulator. */
 static inline __attribute__((always_inline)) void tk__blocks_row(const tk__pass *p, int d,
                                                                  int64_t i, int64_t bk,
+                                                                 int64_t nc,
                                                                  float *restrict row,
                                                                  float *restrict part)
 {
@@ -534,20 +552,19 @@ static inline __attribute__((always_inline)) void tk__blocks_row(const tk__pass 
         row[0] = acc;
         return;
     }
-    int64_t n = p->n;
-    for (int64_t j = 0; j < n; j++)
+    for (int64_t j = 0; j < nc; j++)
         row[j] = 0.0f;
     for (int64_t t0 = 0; t0 < p->k; t0 += bk) {
         int64_t t1 = p->k - t0 < bk ? p->k : t0 + bk;
-        for (int64_t j = 0; j < n; j++)
+        for (int64_t j = 0; j < nc; j++)
             part[j] = 0.0f;
         for (int64_t t = t0; t < t1; t++) {
             int64_t k = p->reversed ? p->k - 1 - t : t;
-            const float *restrict yk = p->y + k * n;
-            for (int64_t j = 0; j < n; j++)
+            const float *restrict yk = p->y + k * p->n;
+            for (int64_t j = 0; j < nc; j++)
                 part[j] += x[k] * yk[j];
         }
-        for (int64_t j = 0; j < n; j++)
+        for (int64_t j = 0; j < nc; j++)
             row[j] = tk__accum_round(d, row[j] + part[j]);
     }
 }
@@ -556,19 +573,21 @@ static inline __attribute__((always_inline)) void tk__blocks_row(const tk__pass 
  * bfloat16), as a Pallas kernel with a d accumulator or output ref
  * computes: float32 partial sums of 1 term (products not rounded; in k
  * order and reversed), of a block size of tk__k_blocks below K or of all
- * K (in k order), each added to the accumulator.  The least root mean
- * square of their difference, over the first TK__MATCH_OUTPUTS outputs
- * (whole rows) cast as the candidate's are, as a share of that of the
- * candidate's error (tk__match_share).  sim and part (n floats) are
- * scratch. */
+ * K (in k order), each added to the accumulator.  The least
+ * tk__match_share over about TK__MATCH_OUTPUTS outputs (the first rows,
+ * and columns: at most that many of each), cast as the candidate's are.
+ * sim and part (TK__MATCH_OUTPUTS floats) are scratch; a progress report
+ * per simulation (tk__search_tick), INFINITY where it asked to stop. */
 static double tk__block_match(const tk__pass *p, int d, int out_dtype, const float *cand,
-                              const float *want, float *sim, float *part)
+                              const float *want, float *sim, float *part, tk__progress *pr)
 {
-    int64_t n = p->y ? p->n : 1;
-    int64_t rows = (TK__MATCH_OUTPUTS + n - 1) / n < p->m ? (TK__MATCH_OUTPUTS + n - 1) / n
-                                                         : p->m;
-    double best = INFINITY;
+    int64_t n = p->y ? p->n : 1, nc = n < TK__MATCH_OUTPUTS ? n : TK__MATCH_OUTPUTS;
+    int64_t rows = (TK__MATCH_OUTPUTS + nc - 1) / nc < p->m ? (TK__MATCH_OUTPUTS + nc - 1) / nc
+                                                           : p->m;
+    double best = INFINITY, last = -1.0;
     tk__pass q = *p;
+    if (tk__search_tick(pr, 0.0, &last))
+        return INFINITY;
     for (int b = -2; b <= TK__K_BLOCKS; b++) {   /* -2: one term reversed; -1: in order */
         int64_t bk = b < 0                                          ? 1
                      : b < TK__K_BLOCKS && tk__k_blocks[b] < p->k ? tk__k_blocks[b]
@@ -576,12 +595,15 @@ static double tk__block_match(const tk__pass *p, int d, int out_dtype, const flo
         q.reversed = b == -2;
         for (int64_t i = 0; i < rows; i++)
             if (d == TK_DTYPE_BF16)
-                tk__blocks_row(&q, TK_DTYPE_BF16, i, bk, sim + i * n, part);
+                tk__blocks_row(&q, TK_DTYPE_BF16, i, bk, nc, sim + i * nc, part);
             else
-                tk__blocks_row(&q, TK_DTYPE_F16, i, bk, sim + i * n, part);
-        tk__cast_through(out_dtype, sim, rows * n);
-        best = fmin(best, tk__match_share(cand, want, sim, rows * n));
-        if (bk == p->k && b >= -1)
+                tk__blocks_row(&q, TK_DTYPE_F16, i, bk, nc, sim + i * nc, part);
+        tk__cast_through(out_dtype, sim, rows * nc);
+        best = fmin(best, tk__match_share(cand, want, n, sim, rows, nc));
+        bool end = bk == p->k && b >= -1;
+        if (tk__search_tick(pr, end ? 1.0 : (b + 3.0) / (TK__K_BLOCKS + 3.0), &last))
+            return INFINITY;
+        if (end)
             break;
     }
     return best;
@@ -916,16 +938,6 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
     return data;
 }
 
-/* A fraction f of a diagnosis search (tk__reads_garbage, tk__one_window),
- * reported at most once per 1/256 and once at 1 (*last starts below 0);
- * true where the callback asked to stop. */
-static bool tk__search_tick(tk__progress *pr, double f, double *last)
-{
-    if (f < 1.0 ? f < *last + 1.0 / 256 : *last >= 1.0)
-        return false;
-    *last = f;
-    return (pr->rc = tk__progress_report(pr->a, pr->index, pr->step, f)) != 0;
-}
 
 /* Whether a failing matmul reads finite garbage beyond K.  Its last block
  * of K, read whole, adds G H to the product, where G (M x q) and H (q x N)
@@ -1339,11 +1351,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
     const int named[2] = {TK_SCHEDULE_F16_ACCUM, TK_SCHEDULE_BF16_ACCUM};
     double e_cand = tk__rms(cand, s, count), best_key = INFINITY, near[2] = {INFINITY, INFINITY};
     int pick = TK_SCHEDULE_UNKNOWN, best_rank = -1;
-    float *part = over ? NULL : malloc((size_t)(p.y ? p.n : 1) * sizeof *part);
+    float *part = over ? NULL : malloc(TK__MATCH_OUTPUTS * sizeof *part);
     if (!over && !part) {
         pr->rc = tk__fail(TK_ENOMEM, "tk_audit_run: case %lld: out of memory for the "
                           "diagnosis's %zu bytes", (long long)pr->index,
-                          (size_t)(p.y ? p.n : 1) * sizeof *part);
+                          TK__MATCH_OUTPUTS * sizeof *part);
         return TK_SCHEDULE_UNKNOWN;
     }
     for (int i = 0; i < 2; i++) {
@@ -1366,7 +1378,11 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
          * simulated in a format, blocked or term by term, is named after
          * it, before the rules below: the nearer of the two formats. */
         near[i] = over ? INFINITY : tk__block_match(&p, narrow[i], c->out_dtype, cand, want,
-                                                     sim, part);
+                                                     sim, part, pr);
+        if (pr->rc) {
+            free(part);
+            return TK_SCHEDULE_UNKNOWN;
+        }
         double e_first = -1.0, e_most = -1.0;   /* of the orders that overflow alike */
         for (int order = 0; order < 2; order++) {
             if (!tk__simulate(threads, p, narrow[i], order, pack, sim, pr)) {
@@ -1375,7 +1391,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             }
             tk__cast_through(c->out_dtype, sim, count);   /* as the candidate's are */
             if (!over)
-                near[i] = fmin(near[i], tk__match_share(cand, want, sim, count));
+                near[i] = fmin(near[i], tk__match_share(cand, want, count, sim, 1, count));
             if (!tk__same_overflow(cand, sim, want, s, count))
                 continue;
             double e_sim = tk__rms(sim, s, count);

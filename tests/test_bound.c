@@ -490,7 +490,11 @@ Test(bound, a_block_of_k_scaled_is_not_a_narrow_accumulation)
  * window of K fits (named unknown by its first version, which tried
  * windows of one term, found by an outside review); the simulation
  * reproduces it.  Controls: float16 blocks of 64 into float32, and
- * bfloat16 term by term into float32. */
+ * bfloat16 term by term into float32; and, unknown, a float32 candidate
+ * that keeps the first 64 terms of 2048 on data near 1e-5, where float16
+ * sums underflow to near 0 (its first version named it
+ * float16-accumulation, a simulation near 0 within a quarter of the
+ * error: an outside review found it). */
 Test(bound, a_blocked_narrow_accumulation_is_named_by_its_format)
 {
     enum { BM = 24, BN = 32 };
@@ -517,6 +521,14 @@ Test(bound, a_blocked_narrow_accumulation_is_named_by_its_format)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         expect_named(c, cases[c].h, cases[c].ints ? xi : x, cases[c].ints ? yi : y, BM, DEEP,
                      BN, cases[c].out, cases[c].want);
+    enum { TM = 32, TK = 2048, TN = 32 };
+    static float xt[TM * TK], yt[TK * TN];
+    tkt_fill(xt, TM * TK, 15);
+    tkt_fill(yt, TK * TN, 16);
+    for (int64_t e = 0; e < TM * TK; e++)
+        xt[e] *= 1e-5f, yt[e] *= 1e-5f;   /* (both TM * TK) */
+    expect_named(sizeof cases / sizeof *cases, (struct how){.bk = 64, .skip_at = 64, .skip = TK},
+                 xt, yt, TM, TK, TN, TK_DTYPE_F32, TK_SCHEDULE_UNKNOWN);
 }
 
 /* A row sum whose candidate returns `value` everywhere (NaN: NAN). */
