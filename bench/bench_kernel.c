@@ -23,8 +23,8 @@
  * run's operands are widened to f32 and its results narrowed, work the
  * built-in does not have on half the bytes; through the general walk of
  * regions it read 3.2).  The body's results go out from scratch by streaming stores, a pass
- * the built-in fuses into its loop, and its inputs are prefetched 512
- * elements ahead, a few lines after each piece of results (src/exec.c;
+ * the built-in fuses into its loop, and its inputs are prefetched two
+ * runs ahead, a few lines after each piece of results (src/exec.c;
  * before, in bursts of one call).  On an AVX-512 Intel
  * Xeon, calls of 256 elements read 1.09 to 1.15 (since the built-in reads
  * ahead line by line; 0.91 to 1.01 before), calls of 512 1.01 to 1.17, no

@@ -16,11 +16,6 @@
  * cached when the body overwrites them (measured best of 512 to 4096). */
 #define TK__SPAN 1024
 
-/* How far ahead tk__run_flat prefetches its inputs, in elements (see
- * there; its run length is tk__flat_len's, the bytes of results it streams
- * out between two rounds of prefetches tk__flat_piece's). */
-#define TK__AHEAD 512
-
 /* Elements per body call of a custom body's flat run, by vendor (the
  * figures are in tk__run_flat): 256 on an Intel Xeon, 512 on an AMD EPYC. */
 static int64_t tk__flat_len(void)
@@ -484,8 +479,7 @@ static bool tk__contiguous(const tk__exec *e)
 static int tk__run_flat(const tk__exec *e)
 {
     int64_t n = e->rows * e->cols, es = (int64_t)e->esize;
-    int64_t run = e->direct ? tk__flat_len() : TK__STAGED_RUN;
-    int64_t reach = e->direct ? TK__AHEAD : 2 * TK__STAGED_RUN;
+    int64_t run = e->direct ? tk__flat_len() : TK__STAGED_RUN, reach = 2 * run;
     float *res = e->scratch + e->n * e->area;
     const void *out = e->direct ? (void *)res : (void *)(res + e->area);
     for (int64_t at = 0; at < n; at += run) {
@@ -505,7 +499,7 @@ static int tk__run_flat(const tk__exec *e)
         if (!e->direct)
             tk__row_from_f32(e->dtype, res, (void *)out, w);
         /* The results go out in pieces of whole lines, and after each the
-         * inputs of the same elements TK__AHEAD on (and their old output,
+         * inputs of the same elements two runs on (and their old output,
          * for the undo copy) are fetched: one core's reads are the limit.
          * Fetched in one burst before the call, they held the body up: on
          * an Intel Xeon a custom body without undo read 1.21-1.26 the
@@ -519,7 +513,10 @@ static int tk__run_flat(const tk__exec *e)
          * line; on one, 0.84-0.92.)  On an AMD EPYC (Zen 3), in runs of one
          * process taking turns, pieces of 256 bytes read 1.50-1.63 the
          * built-in, the whole run at once 1.30-1.34 (with no prefetch
-         * 1.24-1.38, runs of 256 the same): tk__flat_piece. */
+         * 1.24-1.38, runs of 256 the same): tk__flat_piece.  Those AMD
+         * figures fetched one run ahead; on the Zen 3, two runs ahead read
+         * 1.19-1.24 where one read 1.30-1.39 (four or eight, 1.31-1.33),
+         * as the Xeon's runs of 256 already fetched. */
         char *d = (char *)tk__out_at(e, 0, at);
         size_t bytes = (size_t)(w * es), off = 0, piece = tk__flat_piece();
         size_t len = (64 - ((uintptr_t)d & 63)) & 63;   /* up to d's first whole line */
@@ -607,6 +604,37 @@ static void tk__touch(const tk__exec *e, int64_t r0, int64_t h, int64_t c0, int6
     }
 }
 
+/* The band's results, columns [0, w), streamed out to rows
+ * [to, to + e->br) of the output. */
+static void tk__flush(const tk__exec *e, int64_t to, int64_t w)
+{
+    for (int64_t i = 0; i < e->br; i++)
+        tk__stream_copy(tk__out_at(e, to + i, 0), e->band + i * e->out_ld,
+                        (size_t)w * sizeof *e->band);
+}
+
+/* tk__touch of rows [r0, r0 + h), columns [0, tw), and tk__flush of the
+ * band's results to rows [to, to + e->br), columns [0, fw), a KiB of each
+ * row in turn: reads and writes in flight together, as in a fused loop. */
+static void tk__touch_flush(const tk__exec *e, int64_t r0, int64_t h, int64_t tw, int64_t to,
+                            int64_t fw)
+{
+    size_t tb = (size_t)tw * e->esize, fb = (size_t)fw * sizeof *e->band, chunk = 1024;
+    for (int64_t i = 0; i < e->br || i < h; i++)
+        for (size_t off = 0; off < tb || off < fb; off += chunk) {
+            if (i < h && off < tb) {
+                const unsigned char *p[TK_KERNEL_MAX_INPUTS];
+                for (int j = 0; j < e->n; j++)
+                    p[j] = (const unsigned char *)tk__in_at(e, j, r0 + i, 0) + off;
+                tk__read_ahead(p, e->n, tb - off < chunk ? tb - off : chunk);
+            }
+            if (i < e->br && off < fb)
+                tk__stream_copy((char *)tk__out_at(e, to + i, 0) + off,
+                                (const char *)(e->band + i * e->out_ld) + off,
+                                fb - off < chunk ? fb - off : chunk);
+        }
+}
+
 /* Blockwise custom bodies see whole blocks, tiles in grid order;
  * shift-inwards runs elementwise bodies on blocks moved back inside the
  * matrix.
@@ -625,6 +653,16 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
     int64_t pw = TK__TOUCH / ((e->n + 1) * e->br * (int64_t)e->esize) / e->bc * e->bc;
     if (shifted)
         pw = 0;
+    /* Where one panel is a whole tile row, the band's results of a tile
+     * row go out while the next one's inputs are read (pending: the rows
+     * they go to; full: their columns, the whole tiles).  On an AMD EPYC
+     * Zen 3, 4096x4096 f32 against the fused streaming loop: 8x128 tiles
+     * 1.39-1.55 where each tile's went out after its body 1.52-1.60, 8x256
+     * 1.31-1.37 where 1.39-1.43 (a KiB of each row in turn; 256 bytes or
+     * 4 KiB and more, no better).  Reading the next tile row's inputs a
+     * tile at a time, after each body, took 2.5-2.7. */
+    bool defer = e->band && pw >= e->cols;
+    int64_t pending = -1, full = e->cols / e->bc * e->bc;
     for (int64_t r0 = 0; r0 < e->rows; r0 += e->br) {
         int64_t h = e->br < e->rows - r0 ? e->br : e->rows - r0;
         /* The built-in body is elementwise: it computes the moved blocks of
@@ -639,8 +677,12 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
         bool in_place = e->direct && !shifted && h == e->br;
         for (int64_t c0 = 0; c0 < e->cols && !(shifted && e->k->is_axpy); c0 += e->bc) {
             int64_t w = e->bc < e->cols - c0 ? e->bc : e->cols - c0;
-            if (pw && c0 % pw == 0)
+            if (pending >= 0 && c0 == 0) {
+                tk__touch_flush(e, r0, h, e->cols, pending, full);
+                pending = -1;
+            } else if (pw && c0 % pw == 0) {
                 tk__touch(e, r0, h, c0, pw < e->cols - c0 ? pw : e->cols - c0);
+            }
             tk__rect own = {r0, c0, h, w}, src = own;
             bool touched = true;
             int rc;
@@ -656,7 +698,7 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
                 tk__save(e, own);
                 float *res = e->band ? e->band + c0 : tk__out_at(e, r0, c0);
                 rc = tk__call(e, own, h, w, e->out_ld, in, res);
-                for (int64_t r = 0; e->band && !rc && r < h; r++)
+                for (int64_t r = 0; e->band && !defer && !rc && r < h; r++)
                     tk__stream_copy(tk__out_at(e, r0 + r, c0), res + r * e->out_ld,
                                     (size_t)w * sizeof *res);
             } else {
@@ -665,11 +707,17 @@ static int tk__run_tiles(const tk__exec *e, bool shifted)
                 rc = tk__region(e, src, e->br, e->bc, own, &touched);
             }
             if (rc) {
+                if (defer && in_place)   /* the row's tiles before, as written without defer */
+                    tk__flush(e, r0, c0);
                 tk__restore(e, r0, r0 + h, touched ? c0 + w : c0);
                 return rc;
             }
         }
+        if (defer && in_place)
+            pending = r0;
     }
+    if (pending >= 0)
+        tk__flush(e, pending, full);
     return TK_OK;
 }
 

@@ -1376,9 +1376,11 @@ Test(kernel, staged_runs_of_narrow_dtypes_give_the_built_in_bits, .timeout = 60)
 /* A custom blockwise body on outputs of 8 MiB or more streams its staged
  * tiles' results out (bfloat16 tiles, and f32 edge tiles), and its f32
  * tiles in place through a band of scratch where their rows are whole
- * lines (2048 columns; not 2100): the built-in's bits, with 8x128 and
- * 256x512 blocks and edges both ways, and a failure in the middle leaving
- * the output as it was; the band also on two threads. */
+ * lines (2048 columns; not 2100), each tile row's results going out while
+ * the next one's inputs are read, the last after the walk (1024 rows: no
+ * partial tile row after it): the built-in's bits, with 8x128 and 256x512
+ * blocks and edges both ways, and a failure in the middle leaving the
+ * output as it was; the band also on two threads. */
 Test(kernel, large_staged_tiles_give_the_built_in_bits, .timeout = 60)
 {
     const struct {
@@ -1386,9 +1388,10 @@ Test(kernel, large_staged_tiles_give_the_built_in_bits, .timeout = 60)
         int64_t rows, cols;
         int threads;
     } shapes[] = {{TK_DTYPE_BF16, 2049, 2100, 1}, {TK_DTYPE_F32, 1030, 2100, 1},
-                  {TK_DTYPE_F32, 1030, 2048, 1}, {TK_DTYPE_F32, 1030, 2048, 2}};
+                  {TK_DTYPE_F32, 1030, 2048, 1}, {TK_DTYPE_F32, 1030, 2048, 2},
+                  {TK_DTYPE_F32, 1024, 2048, 1}};
     const int64_t blocks[2][2] = {{8, 128}, {256, 512}};
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 5; s++)
         for (int b = 0; b < 2; b++) {
             int64_t rows = shapes[s].rows, cols = shapes[s].cols;
             int64_t br = blocks[b][0], bc = blocks[b][1];
