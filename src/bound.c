@@ -1057,7 +1057,7 @@ static int64_t tk__window_end(int64_t width, int64_t start, int64_t depth)
  * (op) and |P|^2 (pp), explains what S and 1 leave of E as
  * tk__one_window asks: E's coordinates on the basis of S and 1 are a1 and
  * a2 (a2 0 where q2 is false), ee_left what they leave of |E|^2. */
-static bool tk__block_fits(double ip, double sp, double op, double pp, double cn, double s1,
+static bool tk__window_fits(double ip, double sp, double op, double pp, double cn, double s1,
                            double s_left, bool q2, double a1, double a2, double ee_left,
                            double allowed)
 {
@@ -1214,7 +1214,7 @@ static bool tk__one_window(const tk__case *c, const tk__acc *f32, const tk__pass
                     continue;
                 pp = win[b * depth + w0];
             }
-            found = tk__block_fits(ip, sp, op, pp, cn, s1, s_left, q2, a1, a2, ee_left, allowed);
+            found = tk__window_fits(ip, sp, op, pp, cn, s1, s_left, q2, a1, a2, ee_left, allowed);
         }
         if (tk__search_tick(pr, 0.9 + 0.1 * (double)(w0 + 1) / (double)depth, &last))
             goto out;
@@ -1376,7 +1376,7 @@ static int tk__diagnose_reduction(const tk__case *c, const tk_kernel *kc, int64_
             continue;
         /* A candidate that (all finite) nearly is one of the accumulations
          * simulated in a format, blocked or term by term, is named after
-         * it, before the rules below: the nearer of the two formats. */
+         * it, before the rules below (which of two formats: at the end). */
         near[i] = over ? INFINITY : tk__block_match(&p, narrow[i], c->out_dtype, cand, want,
                                                      sim, part, pr);
         if (pr->rc) {
