@@ -47,7 +47,11 @@
  * 8x128, a custom elementwise body without undo 1.19 to 1.83 the built-in
  * in f32 and 1.91 to 3.15 in bf16 (4.4 once, in a process whose every run
  * was slow and the staged one most), 1.25 to 1.36 and 2.59 to 2.62 since
- * each run's results go out at once. */
+ * each run's results go out at once, and in f32 1.18 to 1.25 (alternating
+ * processes against 1.24 to 1.32) since its inputs are fetched two runs
+ * ahead; the custom blockwise 8x128 f32 row 1.74 to 1.80 (against 1.92 to
+ * 1.98) since a tile row's results go out while the next one's inputs are
+ * read. */
 #include "bench.h"
 
 #include <stdbool.h>
