@@ -938,7 +938,6 @@ static int tk__from_data(const tk__skeleton *k, const tk__pass *p, int64_t q)
     return data;
 }
 
-
 /* Whether a failing matmul reads finite garbage beyond K.  Its last block
  * of K, read whole, adds G H to the product, where G (M x q) and H (q x N)
  * are the two operands' padding and q the block's pad width: the error D
@@ -1046,10 +1045,12 @@ static bool tk__reads_garbage(const tk__case *c, const tk__acc *f32, const tk__p
 /* Rows of E that one pass over Y^T serves (tk__one_window). */
 #define TK__BLOCK_GROUP 4
 
-/* Where a window of K of `width` terms from `start` ends: cut at K only
- * where it is an aligned block's (the last one); 0 where there is none. */
-static int64_t tk__window_end(int64_t width, int64_t start, int64_t depth)
+/* Where a row sum's window of width index b (0: one term; b > 0: the
+ * block size tk__k_blocks[b - 1]) from `start` ends: cut at K only where
+ * it is an aligned block's (the last one); 0 where there is none. */
+static int64_t tk__window_end(int b, int64_t start, int64_t depth)
 {
+    int64_t width = b ? tk__k_blocks[b - 1] : 1;
     return start + width <= depth ? start + width : start % width ? 0 : depth;
 }
 
@@ -1171,7 +1172,7 @@ static bool tk__one_window(const tk__case *c, const tk__acc *f32, const tk__pass
                 pre[k + 1] = pre[k] + xi[k];
             for (int b = 0; !p->y && b < widths; b++)
                 for (int64_t w0 = 0; w0 < depth; w0++) {
-                    int64_t w1 = tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth);
+                    int64_t w1 = tk__window_end(b, w0, depth);
                     if (w1)
                         win[b * depth + w0] += (pre[w1] - pre[w0]) * (pre[w1] - pre[w0]);
                 }
@@ -1208,9 +1209,9 @@ static bool tk__one_window(const tk__case *c, const tk__acc *f32, const tk__pass
                 for (int64_t l = w0; l < k; l++)
                     pp += 2.0 * gx[l * wide + k - l] * gy[l * wide + k - l];
             } else {
-                while (b < widths && tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth) < w1)
+                while (b < widths && tk__window_end(b, w0, depth) < w1)
                     b++;
-                if (b == widths || tk__window_end(b ? tk__k_blocks[b - 1] : 1, w0, depth) != w1)
+                if (b == widths || tk__window_end(b, w0, depth) != w1)
                     continue;
                 pp = win[b * depth + w0];
             }

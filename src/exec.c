@@ -622,12 +622,9 @@ static void tk__touch_flush(const tk__exec *e, int64_t r0, int64_t h, int64_t tw
     size_t tb = (size_t)tw * e->esize, fb = (size_t)fw * sizeof *e->band, chunk = 1024;
     for (int64_t i = 0; i < e->br || i < h; i++)
         for (size_t off = 0; off < tb || off < fb; off += chunk) {
-            if (i < h && off < tb) {
-                const unsigned char *p[TK_KERNEL_MAX_INPUTS];
-                for (int j = 0; j < e->n; j++)
-                    p[j] = (const unsigned char *)tk__in_at(e, j, r0 + i, 0) + off;
-                tk__read_ahead(p, e->n, tb - off < chunk ? tb - off : chunk);
-            }
+            if (i < h && off < tb)   /* (whole elements: a band is only on f32 matrices) */
+                tk__touch(e, r0 + i, 1, (int64_t)(off / e->esize),
+                          (int64_t)((tb - off < chunk ? tb - off : chunk) / e->esize));
             if (i < e->br && off < fb)
                 tk__stream_copy((char *)tk__out_at(e, to + i, 0) + off,
                                 (const char *)(e->band + i * e->out_ld) + off,
