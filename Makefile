@@ -49,7 +49,8 @@ RPATH = -Wl,-rpath,$(abspath $(L))
 CRITERION_LIBS = $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 
 .PHONY: all examples check run bench install uninstall clean lint-man abi-check \
-        abi-baseline sanitize deps tests clang-build python crosscheck tsan valgrind fuzz
+        abi-baseline sanitize deps tests clang-build python crosscheck tsan valgrind fuzz \
+        avx512-emulated
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
@@ -133,6 +134,11 @@ sanitize:
 	    CFLAGS="-O1 -g" tests
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    tools/check build/san build/san/lib "$(patsubst $(B)/%,build/san/%,$(TESTS))" --tests-only
+
+# The AVX-512 path's C suites on a CPU without AVX-512, its intrinsics
+# emulated by SIMDe (tools/avx512-emulated).
+avx512-emulated:
+	@tools/avx512-emulated $(B)
 
 clang-build:
 	@$(MAKE) --no-print-directory -j2 CC=clang B=build/clang L=build/clang/lib all

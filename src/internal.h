@@ -647,9 +647,16 @@ static inline int tk__isa(void)
  * baseline-ISA call.  No path changes a result: the IEEE operations are
  * the same on each, and -ffp-contract=off keeps FMA out unless asked. */
 #define TK__ON_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2,popcnt"), flatten))
+#ifdef TK_EMULATED_AVX512
+/* The emulated AVX-512 build (make avx512-emulated): the path's intrinsics
+ * are portable code (tests/avx512/immintrin.h), compiled as the AVX2
+ * path is. */
+#define TK__ON_AVX512 TK__ON_AVX2
+#else
 #define TK__ON_AVX512                                                               \
     __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,bmi,bmi2,popcnt"),                                                \
                    flatten))
+#endif
 /* TK_DISPATCH(name, (params), (args)) { body } defines a static void
  * function whose body is compiled once per path and run on the path
  * tk__isa() picks; TK_DISPATCH_RET does the same for a non-void type. */

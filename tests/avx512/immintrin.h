@@ -1,0 +1,194 @@
+/* immintrin.h of the emulated AVX-512 build (make avx512-emulated): the
+ * compiler's own header for every path up to AVX2, which runs natively,
+ * then the AVX-512 intrinsics the library uses, under their own names,
+ * from SIMDe's portable implementations (libsimde-dev) and, for the few
+ * SIMDe 0.7 lacks, from the loops below.  So the AVX-512 path's code runs,
+ * bit for bit as written, on a CPU with AVX2 alone.  The streaming stores
+ * check the alignment the real instructions fault on.  Never installed,
+ * never part of the shipped library. */
+#ifndef TK_TESTS_AVX512_IMMINTRIN_H
+#define TK_TESTS_AVX512_IMMINTRIN_H
+/* -Wpedantic: include_next and the statement expression are extensions. */
+#pragma GCC system_header
+
+#include_next <immintrin.h>
+
+#include <simde/x86/avx512.h>
+#include <stdint.h>
+#include <string.h>
+/* SIMDe includes <complex.h>, whose macros the library's names do not expect. */
+#undef I
+#undef complex
+#undef imaginary
+
+#define __m512 simde__m512
+#define __m512i simde__m512i
+#define __mmask16 simde__mmask16
+
+#define _mm512_add_epi32 simde_mm512_add_epi32
+#define _mm512_add_ps simde_mm512_add_ps
+#define _mm512_and_si512 simde_mm512_and_si512
+#define _mm512_castps_si512 simde_mm512_castps_si512
+#define _mm512_castsi256_si512 simde_mm512_castsi256_si512
+#define _mm512_castsi512_ps simde_mm512_castsi512_ps
+#define _mm512_cmp_ps_mask simde_mm512_cmp_ps_mask
+#define _mm512_cmpeq_epi32_mask simde_mm512_cmpeq_epi32_mask
+#define _mm512_cmpge_epu32_mask simde_mm512_cmpge_epu32_mask
+#define _mm512_cmpgt_epi32_mask simde_mm512_cmpgt_epi32_mask
+#define _mm512_inserti64x4 simde_mm512_inserti64x4
+#define _mm512_load_ps simde_mm512_load_ps
+#define _mm512_loadu_ps simde_mm512_loadu_ps
+#define _mm512_loadu_si512 simde_mm512_loadu_si512
+#define _mm512_mask_add_epi32 simde_mm512_mask_add_epi32
+#define _mm512_mask_mov_epi32 simde_mm512_mask_mov_epi32
+#define _mm512_mask_or_epi32 simde_mm512_mask_or_epi32
+#define _mm512_maskz_mov_epi32 simde_mm512_maskz_mov_epi32
+#define _mm512_max_epi32 simde_mm512_max_epi32
+#define _mm512_max_epu32 simde_mm512_max_epu32
+#define _mm512_mul_ps simde_mm512_mul_ps
+#define _mm512_or_si512 simde_mm512_or_si512
+#define _mm512_set1_epi32 simde_mm512_set1_epi32
+#define _mm512_set1_epi8 simde_mm512_set1_epi8
+#define _mm512_set1_ps simde_mm512_set1_ps
+#define _mm512_setzero_ps simde_mm512_setzero_ps
+#define _mm512_setzero_si512 simde_mm512_setzero_si512
+#define _mm512_slli_epi32 simde_mm512_slli_epi32
+#define _mm512_srli_epi32 simde_mm512_srli_epi32
+#define _mm512_storeu_ps simde_mm512_storeu_ps
+#define _mm512_storeu_si512 simde_mm512_storeu_si512
+#define _mm512_sub_epi32 simde_mm512_sub_epi32
+#define _mm512_sub_ps simde_mm512_sub_ps
+#define _mm512_test_epi32_mask simde_mm512_test_epi32_mask
+
+/* ---- what SIMDe 0.7 lacks, lane by lane as Intel's guide defines it ---- */
+
+typedef union {
+    simde__m512i v;
+    simde__m512 f;
+    int32_t i32[16];
+    uint32_t u32[16];
+    float f32[16];
+} tk_emu_512;
+
+static inline simde__mmask16 tk_emu_cmpgt_epu32_mask(simde__m512i a, simde__m512i b)
+{
+    tk_emu_512 x = {.v = a}, y = {.v = b};
+    simde__mmask16 m = 0;
+    for (int i = 0; i < 16; i++)
+        m |= (simde__mmask16)((x.u32[i] > y.u32[i]) << i);
+    return m;
+}
+#define _mm512_cmpgt_epu32_mask tk_emu_cmpgt_epu32_mask
+
+#define _mm512_mask_cmp_ps_mask(k, a, b, imm) \
+    ((simde__mmask16)((k) & simde_mm512_cmp_ps_mask((a), (b), (imm))))
+
+static inline __m256i tk_emu_cvtepi32_epi16(simde__m512i a)
+{
+    tk_emu_512 x = {.v = a};
+    uint16_t r[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = (uint16_t)x.u32[i];
+    return _mm256_loadu_si256((const __m256i *)(const void *)r);
+}
+#define _mm512_cvtepi32_epi16 tk_emu_cvtepi32_epi16
+
+static inline __m128i tk_emu_cvtepi32_epi8(simde__m512i a)
+{
+    tk_emu_512 x = {.v = a};
+    uint8_t r[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = (uint8_t)x.u32[i];
+    return _mm_loadu_si128((const __m128i *)(const void *)r);
+}
+#define _mm512_cvtepi32_epi8 tk_emu_cvtepi32_epi8
+
+static inline simde__m512i tk_emu_cvtepu16_epi32(__m256i a)
+{
+    uint16_t s[16];
+    _mm256_storeu_si256((__m256i *)(void *)s, a);
+    tk_emu_512 r;
+    for (int i = 0; i < 16; i++)
+        r.u32[i] = s[i];
+    return r.v;
+}
+#define _mm512_cvtepu16_epi32 tk_emu_cvtepu16_epi32
+
+static inline simde__m512i tk_emu_cvtepu8_epi32(__m128i a)
+{
+    uint8_t s[16];
+    _mm_storeu_si128((__m128i *)(void *)s, a);
+    tk_emu_512 r;
+    for (int i = 0; i < 16; i++)
+        r.u32[i] = s[i];
+    return r.v;
+}
+#define _mm512_cvtepu8_epi32 tk_emu_cvtepu8_epi32
+
+/* The half-precision conversions by F16C's eight-lane forms (the AVX2
+ * path needs F16C too), which round as the sixteen-lane ones do. */
+static inline simde__m512 tk_emu_cvtph_ps(__m256i a)
+{
+    tk_emu_512 r;
+    _mm256_storeu_ps(r.f32, _mm256_cvtph_ps(_mm256_castsi256_si128(a)));
+    _mm256_storeu_ps(r.f32 + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)));
+    return r.f;
+}
+#define _mm512_cvtph_ps tk_emu_cvtph_ps
+
+#define _mm512_cvtps_ph(a, imm)                                                            \
+    __extension__({                                                                        \
+        tk_emu_512 tk_emu_x_ = {.f = (a)};                                                 \
+        _mm256_set_m128i(_mm256_cvtps_ph(_mm256_loadu_ps(tk_emu_x_.f32 + 8), (imm)),       \
+                         _mm256_cvtps_ph(_mm256_loadu_ps(tk_emu_x_.f32), (imm)));          \
+    })
+
+static inline int tk_emu_reduce_add_epi32(simde__m512i a)
+{
+    tk_emu_512 x = {.v = a};
+    uint32_t s = 0;
+    for (int i = 0; i < 16; i++)
+        s += x.u32[i];
+    return (int)s;
+}
+#define _mm512_reduce_add_epi32 tk_emu_reduce_add_epi32
+
+static inline int tk_emu_reduce_max_epi32(simde__m512i a)
+{
+    tk_emu_512 x = {.v = a};
+    int32_t m = x.i32[0];
+    for (int i = 1; i < 16; i++)
+        m = x.i32[i] > m ? x.i32[i] : m;
+    return m;
+}
+#define _mm512_reduce_max_epi32 tk_emu_reduce_max_epi32
+
+static inline unsigned tk_emu_reduce_max_epu32(simde__m512i a)
+{
+    tk_emu_512 x = {.v = a};
+    uint32_t m = x.u32[0];
+    for (int i = 1; i < 16; i++)
+        m = x.u32[i] > m ? x.u32[i] : m;
+    return m;
+}
+#define _mm512_reduce_max_epu32 tk_emu_reduce_max_epu32
+
+/* A streaming store off its 64-byte line faults on the real CPU. */
+static inline void tk_emu_stream_512(void *p, const void *v)
+{
+    if ((uintptr_t)p % 64)
+        __builtin_trap();
+    memcpy(p, v, 64);
+}
+static inline void tk_emu_stream_ps(void *p, simde__m512 a)
+{
+    tk_emu_stream_512(p, &a);
+}
+static inline void tk_emu_stream_si512(void *p, simde__m512i a)
+{
+    tk_emu_stream_512(p, &a);
+}
+#define _mm512_stream_ps tk_emu_stream_ps
+#define _mm512_stream_si512 tk_emu_stream_si512
+
+#endif
