@@ -83,46 +83,42 @@ static inline simde__mmask16 tk_emu_cmpgt_epu32_mask(simde__m512i a, simde__m512
 #define _mm512_mask_cmp_ps_mask(k, a, b, imm) \
     ((simde__mmask16)((k) & simde_mm512_cmp_ps_mask((a), (b), (imm))))
 
+/* Each lane's low `size` bytes, in lane order (x86 is little-endian), and
+ * back, zero-extended. */
+static inline void tk_emu_narrow(simde__m512i a, void *r, size_t size)
+{
+    tk_emu_512 x = {.v = a};
+    for (int i = 0; i < 16; i++)
+        memcpy((char *)r + (size_t)i * size, &x.u32[i], size);
+}
+
+static inline simde__m512i tk_emu_widen(const void *p, size_t size)
+{
+    tk_emu_512 r;
+    for (int i = 0; i < 16; i++) {
+        r.u32[i] = 0;
+        memcpy(&r.u32[i], (const char *)p + (size_t)i * size, size);
+    }
+    return r.v;
+}
+
 static inline __m256i tk_emu_cvtepi32_epi16(simde__m512i a)
 {
-    tk_emu_512 x = {.v = a};
-    uint16_t r[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = (uint16_t)x.u32[i];
-    return _mm256_loadu_si256((const __m256i *)(const void *)r);
+    __m256i r;
+    tk_emu_narrow(a, &r, 2);
+    return r;
 }
-#define _mm512_cvtepi32_epi16 tk_emu_cvtepi32_epi16
-
 static inline __m128i tk_emu_cvtepi32_epi8(simde__m512i a)
 {
-    tk_emu_512 x = {.v = a};
-    uint8_t r[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = (uint8_t)x.u32[i];
-    return _mm_loadu_si128((const __m128i *)(const void *)r);
+    __m128i r;
+    tk_emu_narrow(a, &r, 1);
+    return r;
 }
+static inline simde__m512i tk_emu_cvtepu16_epi32(__m256i a) { return tk_emu_widen(&a, 2); }
+static inline simde__m512i tk_emu_cvtepu8_epi32(__m128i a) { return tk_emu_widen(&a, 1); }
+#define _mm512_cvtepi32_epi16 tk_emu_cvtepi32_epi16
 #define _mm512_cvtepi32_epi8 tk_emu_cvtepi32_epi8
-
-static inline simde__m512i tk_emu_cvtepu16_epi32(__m256i a)
-{
-    uint16_t s[16];
-    _mm256_storeu_si256((__m256i *)(void *)s, a);
-    tk_emu_512 r;
-    for (int i = 0; i < 16; i++)
-        r.u32[i] = s[i];
-    return r.v;
-}
 #define _mm512_cvtepu16_epi32 tk_emu_cvtepu16_epi32
-
-static inline simde__m512i tk_emu_cvtepu8_epi32(__m128i a)
-{
-    uint8_t s[16];
-    _mm_storeu_si128((__m128i *)(void *)s, a);
-    tk_emu_512 r;
-    for (int i = 0; i < 16; i++)
-        r.u32[i] = s[i];
-    return r.v;
-}
 #define _mm512_cvtepu8_epi32 tk_emu_cvtepu8_epi32
 
 /* The half-precision conversions by F16C's eight-lane forms (the AVX2
@@ -143,35 +139,23 @@ static inline simde__m512 tk_emu_cvtph_ps(__m256i a)
                          _mm256_cvtps_ph(_mm256_loadu_ps(tk_emu_x_.f32), (imm)));          \
     })
 
-static inline int tk_emu_reduce_add_epi32(simde__m512i a)
+/* The lanes folded by addition, signed maximum or unsigned maximum. */
+enum { TK_EMU_ADD, TK_EMU_MAX, TK_EMU_MAXU };
+static inline uint32_t tk_emu_reduce(simde__m512i a, int op)
 {
     tk_emu_512 x = {.v = a};
-    uint32_t s = 0;
-    for (int i = 0; i < 16; i++)
-        s += x.u32[i];
-    return (int)s;
+    uint32_t r = x.u32[0];
+    for (int i = 1; i < 16; i++) {
+        uint32_t v = x.u32[i];
+        r = op == TK_EMU_ADD ? r + v
+            : op == TK_EMU_MAX ? ((int32_t)v > (int32_t)r ? v : r)
+                               : (v > r ? v : r);
+    }
+    return r;
 }
-#define _mm512_reduce_add_epi32 tk_emu_reduce_add_epi32
-
-static inline int tk_emu_reduce_max_epi32(simde__m512i a)
-{
-    tk_emu_512 x = {.v = a};
-    int32_t m = x.i32[0];
-    for (int i = 1; i < 16; i++)
-        m = x.i32[i] > m ? x.i32[i] : m;
-    return m;
-}
-#define _mm512_reduce_max_epi32 tk_emu_reduce_max_epi32
-
-static inline unsigned tk_emu_reduce_max_epu32(simde__m512i a)
-{
-    tk_emu_512 x = {.v = a};
-    uint32_t m = x.u32[0];
-    for (int i = 1; i < 16; i++)
-        m = x.u32[i] > m ? x.u32[i] : m;
-    return m;
-}
-#define _mm512_reduce_max_epu32 tk_emu_reduce_max_epu32
+#define _mm512_reduce_add_epi32(a) ((int)tk_emu_reduce((a), TK_EMU_ADD))
+#define _mm512_reduce_max_epi32(a) ((int)tk_emu_reduce((a), TK_EMU_MAX))
+#define _mm512_reduce_max_epu32(a) ((unsigned)tk_emu_reduce((a), TK_EMU_MAXU))
 
 /* A streaming store off its 64-byte line faults on the real CPU. */
 static inline void tk_emu_stream_512(void *p, const void *v)
