@@ -28,7 +28,10 @@
  * f32 bits, 0.87 to 1.19 and 0.58 to 0.87; since fp8 narrowing rounds
  * normals and subnormals by one addition, e4m3fn 0.83 to 0.95 and e5m2
  * 0.91 to 1.03 where they read 1.01 to 1.18 and 0.99 to 1.12 (alternating
- * runs).  Prints `name: ratio` lines
+ * runs).  On an Intel Xeon (AVX-512), fp8 narrowing by that rule, 64
+ * floats a step, reads 0.79 to 0.80 as the Xeon's own loops did (0.87 to
+ * 0.88 where 0.89 to 0.91 under TK_TUNE=amd), 20% faster in cache.
+ * Prints `name: ratio` lines
  * and exits 1 when a ratio is over its limit. */
 #include "bench.h"
 
