@@ -195,7 +195,7 @@ TK__ON_AVX512 static inline void tk__put_512(void *d, __m512i v, bool nt)
         name##_by(d, s, n, true);                                                    \
     }
 
-/* f32 -> f16 on the AVX2 and AVX-512 paths: F16C's vcvtps2ph rounds to
+/* f32 -> f16 on the AVX2 path: F16C's vcvtps2ph rounds to
  * nearest even, keeps subnormals and overflows to Inf as tk__f16_from does,
  * but quiets a signalling NaN, which numpy does not, so eight floats with a
  * NaN among them take tk__f16_from.  (The bit rule alone ran at 1.2 to 1.3
@@ -223,6 +223,30 @@ TK__ON_AVX2 static inline void tk__f16_from_f16c_by(uint16_t *restrict d, const 
         d[i] = tk__f16_from(s[i]);
 }
 TK__BOTH(TK__ON_AVX2, tk__f16_from_f16c, uint16_t, float)
+
+/* The same on the AVX-512 path, sixteen floats a step (in cache on an
+ * Intel Xeon 0.052 ns an element, where eight a step took 0.084). */
+TK__ON_AVX512 static inline void tk__f16_from_512_by(uint16_t *restrict d, const float *restrict s,
+                                                     size_t n, bool nt)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 64, nt);
+        __m512 v = _mm512_loadu_ps(s + i);
+        __m256i h;
+        if (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q)) {
+            uint16_t t[16];
+            for (int j = 0; j < 16; j++)
+                t[j] = tk__f16_from(s[i + j]);
+            memcpy(&h, t, sizeof h);
+        } else {
+            h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+        }
+        tk__put_256(d + i, h, nt);
+    }
+    tk__f16_from_f16c_by(d + i, s + i, n - i, nt);
+}
+TK__BOTH(TK__ON_AVX512, tk__f16_from_512, uint16_t, float)
 
 /* f32 -> float8 on the AVX2 path, thirty-two floats a step, rounded by
  * one addition for normals and subnormals alike: |x| plus c, the power of
@@ -433,7 +457,7 @@ TK__ON_AVX2 static inline void tk__e5m2_to_f16c_by(float *restrict d, const uint
 }
 TK__BOTH(TK__ON_AVX2, tk__e5m2_to_f16c, float, uint8_t)
 
-/* f16 -> f32 on the AVX2 and AVX-512 paths: vcvtph2ps widens every f16
+/* f16 -> f32 on the AVX2 path: vcvtph2ps widens every f16
  * exactly, subnormals included, but quiets a signalling NaN, whose payload
  * numpy keeps, so eight halves with a NaN among them take tk__f16_to.
  * (The bit rule alone ran at 1.28 times a memcpy of the destination with
@@ -461,6 +485,31 @@ TK__ON_AVX2 static inline void tk__f16_to_f16c_by(float *restrict d, const uint1
         d[i] = tk__f16_to(s[i]);
 }
 TK__BOTH(TK__ON_AVX2, tk__f16_to_f16c, float, uint16_t)
+
+/* The same on the AVX-512 path, sixteen halves a step (in cache on an
+ * Intel Xeon 0.055 ns an element, where eight a step took 0.085). */
+TK__ON_AVX512 static inline void tk__f16_to_512_by(float *restrict d, const uint16_t *restrict s,
+                                                   size_t n, bool nt)
+{
+    const __m256i magnitude = _mm256_set1_epi16(0x7FFF), inf = _mm256_set1_epi16(0x7C00);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 32, nt);
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(s + i));
+        __m512 f;
+        if (_mm256_movemask_epi8(_mm256_cmpgt_epi16(_mm256_and_si256(h, magnitude), inf))) {
+            float t[16];
+            for (int j = 0; j < 16; j++)
+                t[j] = tk__f16_to(s[i + j]);
+            f = _mm512_loadu_ps(t);
+        } else {
+            f = _mm512_cvtph_ps(h);
+        }
+        tk__put_512(d + i, _mm512_castps_si512(f), nt);
+    }
+    tk__f16_to_f16c_by(d + i, s + i, n - i, nt);
+}
+TK__BOTH(TK__ON_AVX512, tk__f16_to_512, float, uint16_t)
 
 /* float8_e4m3fn -> f32 on the AVX2 and AVX-512 paths: the byte's
  * magnitude shifted up 7 bits is an f16 (normal or subnormal) of the same
@@ -571,7 +620,7 @@ static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n, bool n
         TK__X86_OR(tk__bf16_to_512, tk__bf16_to_256, tk__bf16_to_f32_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F16:
-        TK__X86_OR(tk__f16_to_f16c, tk__f16_to_f16c, tk__f16_to_loop, dst, src, k, nt);
+        TK__X86_OR(tk__f16_to_512, tk__f16_to_f16c, tk__f16_to_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F8E4M3FN:
         TK__X86_OR(tk__e4m3_to_512, tk__e4m3_to_f16c, tk__e4m3_to_loop, dst, src, k, nt);
@@ -592,7 +641,7 @@ static void tk__from_f32(int dtype, const float *src, void *dst, int64_t n, bool
                    nt);
         break;
     case TK_DTYPE_F16:
-        TK__X86_OR(tk__f16_from_f16c, tk__f16_from_f16c, tk__f16_from_loop, dst, src, k, nt);
+        TK__X86_OR(tk__f16_from_512, tk__f16_from_f16c, tk__f16_from_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F8E4M3FN:
         TK__X86_OR(tk__e4m3_from_512, tk__e4m3_from_avx2, tk__e4m3_from_loop, dst, src, k, nt);

@@ -8,7 +8,7 @@
  * never part of the shipped library. */
 #ifndef TK_TESTS_AVX512_IMMINTRIN_H
 #define TK_TESTS_AVX512_IMMINTRIN_H
-/* -Wpedantic: include_next is an extension. */
+/* -Wpedantic: include_next and the statement expression are extensions. */
 #pragma GCC system_header
 
 #include_next <immintrin.h>
@@ -106,8 +106,8 @@ static inline simde__m512i tk_emu_cvtepu8_epi32(__m128i a) { return tk_emu_widen
 #define _mm512_cvtepu16_epi32 tk_emu_cvtepu16_epi32
 #define _mm512_cvtepu8_epi32 tk_emu_cvtepu8_epi32
 
-/* The half-precision widening by F16C's eight-lane form (the AVX2 path
- * needs F16C too), exact as the sixteen-lane one is. */
+/* The half-precision conversions by F16C's eight-lane forms (the AVX2
+ * path needs F16C too), which round as the sixteen-lane ones do. */
 static inline simde__m512 tk_emu_cvtph_ps(__m256i a)
 {
     tk_emu_512 r;
@@ -116,6 +116,13 @@ static inline simde__m512 tk_emu_cvtph_ps(__m256i a)
     return r.f;
 }
 #define _mm512_cvtph_ps tk_emu_cvtph_ps
+
+#define _mm512_cvtps_ph(a, imm)                                                            \
+    __extension__({                                                                        \
+        tk_emu_512 tk_emu_x_ = {.f = (a)};                                                 \
+        _mm256_set_m128i(_mm256_cvtps_ph(_mm256_loadu_ps(tk_emu_x_.f32 + 8), (imm)),       \
+                         _mm256_cvtps_ph(_mm256_loadu_ps(tk_emu_x_.f32), (imm)));          \
+    })
 
 /* The lanes folded by addition, signed maximum or unsigned maximum. */
 enum { TK_EMU_ADD, TK_EMU_MAX, TK_EMU_MAXU };
