@@ -67,7 +67,6 @@
 typedef union {
     simde__m512i v;
     simde__m512 f;
-    int32_t i32[16];
     uint32_t u32[16];
     float f32[16];
 } tk_emu_512;
