@@ -432,7 +432,7 @@ TK__ON_AVX2 static inline void tk__bf16_from_256_by(uint16_t *restrict d, const 
 }
 TK__BOTH(TK__ON_AVX2, tk__bf16_from_256, uint16_t, float)
 
-/* float8_e5m2 -> f32 on the AVX2 and AVX-512 paths: an e5m2 byte is the
+/* float8_e5m2 -> f32 on the AVX2 path: an e5m2 byte is the
  * top byte of the f16 of the same value, which F16C's vcvtph2ps widens
  * exactly; its NaNs (0x7D to 0x7F, either sign) become the quiet NaN of
  * their sign, as in tk__e5m2_to.  (The bit rule alone ran at 1.2 to 1.4
@@ -456,6 +456,26 @@ TK__ON_AVX2 static inline void tk__e5m2_to_f16c_by(float *restrict d, const uint
         d[i] = tk__e5m2_to(s[i]);
 }
 TK__BOTH(TK__ON_AVX2, tk__e5m2_to_f16c, float, uint8_t)
+
+/* The same on the AVX-512 path, sixteen bytes a step (in cache on an
+ * Intel Xeon 0.094 ns an element, where eight a step took 0.149). */
+TK__ON_AVX512 static inline void tk__e5m2_to_512_by(float *restrict d, const uint8_t *restrict s,
+                                                    size_t n, bool nt)
+{
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u),
+                  inf = _mm512_set1_epi32(0x7F800000), quiet = _mm512_set1_epi32(0x7FC00000);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        tk__ahead(s + i, 16, nt);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m512i f = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8)));
+        __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_andnot_si512(sign, f), inf);
+        f = _mm512_mask_mov_epi32(f, nan, _mm512_or_si512(_mm512_and_si512(f, sign), quiet));
+        tk__put_512(d + i, f, nt);
+    }
+    tk__e5m2_to_f16c_by(d + i, s + i, n - i, nt);
+}
+TK__BOTH(TK__ON_AVX512, tk__e5m2_to_512, float, uint8_t)
 
 /* f16 -> f32 on the AVX2 path: vcvtph2ps widens every f16
  * exactly, subnormals included, but quiets a signalling NaN, whose payload
@@ -626,7 +646,7 @@ static void tk__to_f32(int dtype, const void *src, float *dst, int64_t n, bool n
         TK__X86_OR(tk__e4m3_to_512, tk__e4m3_to_f16c, tk__e4m3_to_loop, dst, src, k, nt);
         break;
     case TK_DTYPE_F8E5M2:
-        TK__X86_OR(tk__e5m2_to_f16c, tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, k, nt);
+        TK__X86_OR(tk__e5m2_to_512, tk__e5m2_to_f16c, tk__e5m2_to_loop, dst, src, k, nt);
         break;
     default: memcpy(dst, src, k * sizeof(float)); break;
     }

@@ -28,6 +28,7 @@
 #define _mm512_add_epi32 simde_mm512_add_epi32
 #define _mm512_add_ps simde_mm512_add_ps
 #define _mm512_and_si512 simde_mm512_and_si512
+#define _mm512_andnot_si512 simde_mm512_andnot_si512
 #define _mm512_castps_si512 simde_mm512_castps_si512
 #define _mm512_castsi256_si512 simde_mm512_castsi256_si512
 #define _mm512_castsi512_ps simde_mm512_castsi512_ps
