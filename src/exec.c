@@ -210,9 +210,12 @@ static inline void tk__in8(int dtype, float *d, const unsigned char *s)
         memcpy(d, &v, sizeof v);
         return;
     }
+    /* Lane by lane, not __builtin_convertvector, which gcc 12 splits into
+     * two 128-bit widenings and a merge where this is one vpmovzxwd. */
     tk__h8 h;
     memcpy(&h, s, sizeof h);
-    tk__u8 u = __builtin_convertvector(h, tk__u8) << 16;
+    tk__u8 u = {h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]};
+    u <<= 16;
     memcpy(d, &u, sizeof u);
 }
 
