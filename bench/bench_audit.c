@@ -16,7 +16,7 @@
  * forced: the target met in most runs, not all; since the AVX-512 first
  * pass and the fill of the candidate's output stream whole lines, 2.6 to
  * 2.7 (1.8 to 1.9 against the plain loop), and since that pass screens
- * the gap in its one loop, 2.4 to 2.75 (1.65 to 1.9); in three full
+ * the gap in its one loop, 2.4 to 2.75 (1.65 to 1.9); in four full
  * `make bench` runs of a later session, 2.45 to 2.79 (1.60 to 1.80).  Against the
  * plain loop, where the target was first set: the Xeon 2.0 to 2.2 (2.3 to
  * 2.4 forced to AVX2), an AVX-512 AMD EPYC (Zen 4) 2.56 to 2.64, Zen 5 2.6

@@ -40,10 +40,11 @@
  * 0.83 to 0.88 in bf16) reads 0.99 to 1.02 in f32 elementwise and 0.59 to
  * 0.73 in bf16, the pipeline 1.0 to 1.3, and a custom blockwise body
  * through the tile walk (printed, no limit) 1.7 to 2.2 in f32 and 2.3 to 4
- * in bf16; in three full `make bench` runs since the kernel rows' flush,
- * 0.97 to 0.99 in f32, 0.64 to 0.77 in bf16, the pipeline 0.58 to 1.27,
- * the custom blockwise body 1.45 to 2.03 and 1.72 to 2.97, and a custom
- * elementwise body without undo 1.11 to 1.13 the built-in in f32 and 1.40
+ * in bf16; in four full `make bench` runs since the kernel rows' flush,
+ * 0.97 to 0.99 in f32, 0.64 to 0.77 in bf16, the pipeline 0.58 to 1.28,
+ * the custom blockwise body 1.45 to 2.04 and 1.72 to 2.97 (1.65 to 2.62
+ * once its staging widened eight codes by one instruction), and a custom
+ * elementwise body without undo 1.11 to 1.14 the built-in in f32 and 1.40
  * to 1.68 in bf16.  An AVX2 AMD EPYC (Zen 3) reads 0.94 to 1.01 in f32 elementwise
  * (1.09 to 1.18 before its loop left the prefetches and the NaN rule's
  * registers out and tested four lines at once), 0.51 to 0.64 in bf16,
